@@ -1,0 +1,390 @@
+/**
+ * @module
+ * The session's completion log: a plain class over a small SQL interface and a blob store, testable
+ * without a Durable Object.
+ *
+ * Every completion is delta-coded against a *base* completion (the recent one whose prompt shares the
+ * longest token prefix): prompt = base prompt[0:shared] + suffix tokens; request bodies = base text
+ * with a different middle. Storage therefore grows with new tokens, not with the context (linear).
+ * Chains are cut every `MAX_DELTA_DEPTH` levels so a point read never walks far.
+ */
+import type { CompletionRecord } from '../../contract/completion-record.ts'
+import { ENGINE_CAPTURE_PARAMS } from '../../normalize/engine/engine-request.ts'
+import { type BlobStore, completionBlobKey, SPILL_THRESHOLD_BYTES, storedSize } from './blob-store.ts'
+import type { CompletionInput } from './record.ts'
+import type { Sql, SqlValue } from './sql.ts'
+import { applyTextDelta, diffText } from './text-delta.ts'
+import { commonPrefixLength, packLogprobs, packTokens, unpackLogprobs, unpackTokens } from './token-codec.ts'
+
+/** A read never reconstructs through more than this many ancestors. */
+const MAX_DELTA_DEPTH = 48
+/** Only delta-code against a base sharing at least this many prompt tokens (else store whole). */
+const MIN_SHARED_TOKENS = 8
+/** Recent materialized completions kept in memory as delta bases (bounded by bytes, not count). */
+const CACHE_BUDGET_BYTES = 24 * 1024 * 1024
+/** Completions reloaded as delta bases after the object wakes. */
+const WARM_BASES = 8
+
+interface Materialized {
+  seq: number
+  agent: string
+  api: string
+  depth: number
+  prompt: Uint32Array
+  requestText: string
+  originalText: string
+  bytes: number
+}
+
+interface CompletionRow {
+  [key: string]: SqlValue
+  seq: number
+  completion_id: string
+  created_at: string
+  api: string
+  agent: string
+  model_requested: string
+  model_used: string
+  stream: number
+  status: string
+  trainable: number
+  finish_reason: string | null
+  stop_reason: string | null
+  delta_depth: number
+  prompt_parent: number | null
+  prompt_shared: number
+  prompt_length: number | null
+  prompt_suffix: ArrayBuffer | null
+  response_tokens: ArrayBuffer | null
+  logprobs: ArrayBuffer | null
+  logprobs_format: number
+  request_prefix: number
+  request_suffix: number
+  request_middle: string | null
+  original_prefix: number
+  original_suffix: number
+  original_middle: string | null
+  spilled: string | null
+  response_message: string | null
+  usage: string | null
+  warnings: string
+  error: string | null
+  timing: string
+  provenance: string
+  metadata: string
+}
+
+export interface RecordResult {
+  seq: number
+  completion_id: string
+  /** Bytes this completion added to SQLite and R2. */
+  stored_bytes: number
+  duplicate: boolean
+}
+
+export interface StorageStats {
+  completions: number
+  prompt_tokens_total: number
+  unique_prompt_tokens: number
+  output_tokens: number
+  token_bytes: number
+  text_bytes: number
+  metadata_bytes: number
+  spilled_objects: number
+}
+
+const EMPTY_TOKENS = new Uint32Array(0)
+
+export class CompletionLog {
+  readonly #sql: Sql
+  readonly #blobs: BlobStore
+  readonly #sessionId: string
+  readonly #cache = new Map<number, Materialized>()
+  #cacheBytes = 0
+  #nextSeq: number | null = null
+  #warmed = false
+
+  constructor(sql: Sql, blobs: BlobStore, sessionId: string) {
+    this.#sql = sql
+    this.#blobs = blobs
+    this.#sessionId = sessionId
+  }
+
+  count(): number {
+    return this.#sql.first<{ n: number }>('SELECT COUNT(*) AS n FROM rg_completions')?.n ?? 0
+  }
+
+  async record(input: CompletionInput): Promise<RecordResult> {
+    const existing = this.#sql.first<{ seq: number }>(
+      'SELECT seq FROM rg_completions WHERE completion_id = ?',
+      input.completion_id,
+    )
+    if (existing) return { seq: existing.seq, completion_id: input.completion_id, stored_bytes: 0, duplicate: true }
+
+    const seq = this.#allocateSeq()
+    await this.#warm()
+    const prompt = input.prompt_token_ids ?? EMPTY_TOKENS
+    const base = this.#chooseBase(prompt, input.agent, input.api)
+    const shared = base ? commonPrefixLength(base.prompt, prompt) : 0
+    const request = base ? diffText(base.requestText, input.request_text) : { prefix: 0, suffix: 0, middle: input.request_text }
+    const original = base ? diffText(base.originalText, input.original_text) : { prefix: 0, suffix: 0, middle: input.original_text }
+    const logprobs = packLogprobs(input.response_logprobs)
+
+    const fields: Record<string, ArrayBuffer | string | null> = {
+      prompt_suffix: input.prompt_token_ids ? packTokens(prompt.subarray(shared)) : null,
+      response_tokens: input.response_token_ids ? packTokens(input.response_token_ids) : null,
+      logprobs: logprobs.buffer,
+      request_middle: request.middle,
+      original_middle: original.middle,
+    }
+    const spilled: Record<string, string> = {}
+    let storedBytes = 0
+    for (const [field, value] of Object.entries(fields)) {
+      const size = storedSize(value)
+      storedBytes += size
+      if (value !== null && size > SPILL_THRESHOLD_BYTES) {
+        const key = completionBlobKey(this.#sessionId, seq, field)
+        await this.#blobs.put(key, value)
+        spilled[field] = key
+        fields[field] = null
+      }
+    }
+
+    const trainable =
+      input.status === 'ok' && input.prompt_token_ids !== null && input.response_token_ids !== null && input.response_token_ids.length > 0
+    const json = {
+      response_message: input.response_message ? JSON.stringify(input.response_message) : null,
+      usage: input.usage ? JSON.stringify(input.usage) : null,
+      warnings: JSON.stringify(input.warnings),
+      timing: JSON.stringify(input.timing),
+      provenance: JSON.stringify(input.provenance),
+      metadata: JSON.stringify(input.metadata),
+      spilled: Object.keys(spilled).length ? JSON.stringify(spilled) : null,
+    }
+    for (const value of Object.values(json)) storedBytes += value?.length ?? 0
+
+    this.#sql.run(
+      `INSERT INTO rg_completions (seq, completion_id, created_at, api, agent, model_requested, model_used, stream,
+        status, trainable, finish_reason, stop_reason, delta_depth, prompt_parent, prompt_shared, prompt_length,
+        prompt_suffix, response_tokens, logprobs, logprobs_format, request_prefix, request_suffix, request_middle,
+        original_prefix, original_suffix, original_middle, spilled, response_message, usage, warnings, error,
+        timing, provenance, metadata)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      seq,
+      input.completion_id,
+      input.timestamp,
+      input.api,
+      input.agent,
+      input.model_requested,
+      input.model_used,
+      input.stream ? 1 : 0,
+      input.status,
+      trainable ? 1 : 0,
+      input.finish_reason,
+      input.stop_reason === null ? null : JSON.stringify(input.stop_reason),
+      base ? base.depth + 1 : 0,
+      base ? base.seq : null,
+      shared,
+      input.prompt_token_ids ? prompt.length : null,
+      fields.prompt_suffix as ArrayBuffer | null,
+      fields.response_tokens as ArrayBuffer | null,
+      fields.logprobs as ArrayBuffer | null,
+      logprobs.format,
+      request.prefix,
+      request.suffix,
+      fields.request_middle as string | null,
+      original.prefix,
+      original.suffix,
+      fields.original_middle as string | null,
+      json.spilled,
+      json.response_message,
+      json.usage,
+      json.warnings,
+      input.error,
+      json.timing,
+      json.provenance,
+      json.metadata,
+    )
+    this.#remember({
+      seq,
+      agent: input.agent,
+      api: input.api,
+      depth: base ? base.depth + 1 : 0,
+      prompt: input.prompt_token_ids ?? EMPTY_TOKENS,
+      requestText: input.request_text,
+      originalText: input.original_text,
+      bytes: prompt.length * 4 + (input.request_text.length + input.original_text.length) * 2,
+    })
+    return { seq, completion_id: input.completion_id, stored_bytes: storedBytes, duplicate: false }
+  }
+
+  /** Records in arrival order, `seq > afterSeq`, at most `limit`. */
+  async list(afterSeq = -1, limit = 100): Promise<CompletionRecord[]> {
+    const rows = this.#sql.all<CompletionRow>(
+      'SELECT * FROM rg_completions WHERE seq > ? ORDER BY seq LIMIT ?',
+      afterSeq,
+      limit,
+    )
+    const out: CompletionRecord[] = []
+    for (const row of rows) out.push(await this.#toRecord(row))
+    return out
+  }
+
+  async get(seq: number): Promise<CompletionRecord | null> {
+    const row = this.#sql.first<CompletionRow>('SELECT * FROM rg_completions WHERE seq = ?', seq)
+    return row ? this.#toRecord(row) : null
+  }
+
+  stats(): StorageStats {
+    const row = this.#sql.first<Record<string, number>>(
+      `SELECT COUNT(*) AS completions,
+        COALESCE(SUM(prompt_length), 0) AS prompt_tokens_total,
+        COALESCE(SUM(prompt_length - prompt_shared), 0) AS unique_prompt_tokens,
+        COALESCE(SUM(LENGTH(response_tokens)), 0) / 4 AS output_tokens,
+        COALESCE(SUM(LENGTH(prompt_suffix) + LENGTH(response_tokens) + COALESCE(LENGTH(logprobs), 0)), 0) AS token_bytes,
+        COALESCE(SUM(LENGTH(CAST(request_middle AS BLOB)) + LENGTH(CAST(original_middle AS BLOB))), 0) AS text_bytes,
+        COALESCE(SUM(LENGTH(response_message) + LENGTH(usage) + LENGTH(warnings) + LENGTH(timing)
+          + LENGTH(provenance) + LENGTH(metadata) + LENGTH(completion_id) + LENGTH(created_at)), 0) AS metadata_bytes,
+        COALESCE(SUM(spilled IS NOT NULL), 0) AS spilled_objects
+       FROM rg_completions`,
+    )
+    return {
+      completions: row?.completions ?? 0,
+      prompt_tokens_total: row?.prompt_tokens_total ?? 0,
+      unique_prompt_tokens: row?.unique_prompt_tokens ?? 0,
+      output_tokens: row?.output_tokens ?? 0,
+      token_bytes: row?.token_bytes ?? 0,
+      text_bytes: row?.text_bytes ?? 0,
+      metadata_bytes: row?.metadata_bytes ?? 0,
+      spilled_objects: row?.spilled_objects ?? 0,
+    }
+  }
+
+  #allocateSeq(): number {
+    if (this.#nextSeq === null) {
+      const row = this.#sql.first<{ last: number | null }>('SELECT MAX(seq) AS last FROM rg_completions')
+      this.#nextSeq = (row?.last ?? -1) + 1
+    }
+    return this.#nextSeq++
+  }
+
+  /** After a wake the memory is empty: reload the most recent completions as delta bases. */
+  async #warm(): Promise<void> {
+    if (this.#warmed) return
+    this.#warmed = true
+    const rows = this.#sql.all<{ seq: number }>('SELECT seq FROM rg_completions ORDER BY seq DESC LIMIT ?', WARM_BASES)
+    for (const { seq } of rows.reverse()) await this.#materialize(seq)
+  }
+
+  #chooseBase(prompt: Uint32Array, agent: string, api: string): Materialized | null {
+    let best: Materialized | null = null
+    let bestShared = 0
+    let fallback: Materialized | null = null
+    for (const entry of this.#cache.values()) {
+      if (entry.depth >= MAX_DELTA_DEPTH) continue
+      const shared = commonPrefixLength(entry.prompt, prompt)
+      if (shared >= MIN_SHARED_TOKENS && shared >= bestShared) {
+        best = entry
+        bestShared = shared
+      }
+      if (entry.agent === agent && entry.api === api) fallback = entry
+    }
+    return best ?? fallback
+  }
+
+  #remember(entry: Materialized): void {
+    this.#cache.delete(entry.seq)
+    this.#cache.set(entry.seq, entry)
+    this.#cacheBytes += entry.bytes
+    for (const [seq, old] of this.#cache) {
+      if (this.#cacheBytes <= CACHE_BUDGET_BYTES || seq === entry.seq) break
+      this.#cache.delete(seq)
+      this.#cacheBytes -= old.bytes
+    }
+  }
+
+  async #field<T extends ArrayBuffer | string>(row: CompletionRow, field: string, kind: 'bytes' | 'text'): Promise<T | null> {
+    const value = row[field] as T | null
+    if (value !== null || !row.spilled) return value
+    const key = (JSON.parse(row.spilled) as Record<string, string>)[field]
+    if (!key) return null
+    return (kind === 'bytes' ? await this.#blobs.getBytes(key) : await this.#blobs.getText(key)) as T
+  }
+
+  async #materialize(seq: number): Promise<Materialized> {
+    const cached = this.#cache.get(seq)
+    if (cached) return cached
+    const row = this.#sql.first<CompletionRow>('SELECT * FROM rg_completions WHERE seq = ?', seq)
+    if (!row) throw new Error(`completion ${seq} missing`)
+    return this.#materializeRow(row)
+  }
+
+  async #materializeRow(row: CompletionRow): Promise<Materialized> {
+    const cached = this.#cache.get(row.seq)
+    if (cached) return cached
+    const base = row.prompt_parent === null ? null : await this.#materialize(row.prompt_parent)
+    const suffix = unpackTokens(await this.#field<ArrayBuffer>(row, 'prompt_suffix', 'bytes'))
+    const prompt = new Uint32Array(row.prompt_shared + suffix.length)
+    if (base) prompt.set(base.prompt.subarray(0, row.prompt_shared))
+    prompt.set(suffix, row.prompt_shared)
+    const requestMiddle = (await this.#field<string>(row, 'request_middle', 'text')) ?? ''
+    const originalMiddle = (await this.#field<string>(row, 'original_middle', 'text')) ?? ''
+    const entry: Materialized = {
+      seq: row.seq,
+      agent: row.agent,
+      api: row.api,
+      depth: row.delta_depth,
+      prompt,
+      requestText: base
+        ? applyTextDelta(base.requestText, { prefix: row.request_prefix, suffix: row.request_suffix, middle: requestMiddle })
+        : requestMiddle,
+      originalText: base
+        ? applyTextDelta(base.originalText, { prefix: row.original_prefix, suffix: row.original_suffix, middle: originalMiddle })
+        : originalMiddle,
+      bytes: 0,
+    }
+    entry.bytes = prompt.length * 4 + (entry.requestText.length + entry.originalText.length) * 2
+    this.#remember(entry)
+    return entry
+  }
+
+  async #toRecord(row: CompletionRow): Promise<CompletionRecord> {
+    const full = await this.#materializeRow(row)
+    const provenance = JSON.parse(row.provenance) as CompletionRecord['provenance']
+    const request = JSON.parse(full.requestText) as Record<string, unknown>
+    for (const key of Object.keys(ENGINE_CAPTURE_PARAMS[provenance.upstream_kind])) delete request[key]
+    const responseTokens = unpackTokens(await this.#field<ArrayBuffer>(row, 'response_tokens', 'bytes'))
+    const logprobs = unpackLogprobs(row.logprobs_format, await this.#field<ArrayBuffer>(row, 'logprobs', 'bytes'))
+    return {
+      completion_id: row.completion_id,
+      session_id: this.#sessionId,
+      seq: row.seq,
+      timestamp: row.created_at,
+      api: row.api as CompletionRecord['api'],
+      agent: row.agent,
+      model_requested: row.model_requested,
+      model_used: row.model_used,
+      stream: row.stream === 1,
+      status: row.status as CompletionRecord['status'],
+      trainable: row.trainable === 1,
+      prompt_token_ids: Array.from(full.prompt),
+      prompt_delta:
+        row.prompt_parent !== null && row.prompt_shared > 0
+          ? { parent_seq: row.prompt_parent, shared_prefix_len: row.prompt_shared }
+          : null,
+      response_token_ids: Array.from(responseTokens),
+      response_logprobs: logprobs,
+      finish_reason: row.finish_reason,
+      stop_reason: row.stop_reason === null ? null : (JSON.parse(row.stop_reason) as string | number),
+      request,
+      response_message: row.response_message ? JSON.parse(row.response_message) : null,
+      original_request: full.originalText ? JSON.parse(full.originalText) : null,
+      usage: row.usage ? JSON.parse(row.usage) : null,
+      warnings: JSON.parse(row.warnings),
+      error: row.error,
+      timing: JSON.parse(row.timing),
+      provenance,
+      metadata: JSON.parse(row.metadata),
+    }
+  }
+}

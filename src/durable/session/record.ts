@@ -1,0 +1,62 @@
+/**
+ * @module
+ * What the edge hands the session to record (`CompletionInput`), and the persisted session config.
+ * The served shape is `CompletionRecord` in `src/contract/completion-record.ts`.
+ */
+import type {
+  ApiId,
+  CompletionStatus,
+  ResponseMessage,
+  UpstreamKind,
+  Warning,
+} from '../../contract/completion-record.ts'
+
+export interface CompletionInput {
+  completion_id: string
+  timestamp: string
+  api: ApiId
+  agent: string
+  model_requested: string
+  model_used: string
+  stream: boolean
+  status: CompletionStatus
+  prompt_token_ids: Uint32Array | null
+  response_token_ids: Uint32Array | null
+  response_logprobs: Float64Array | null
+  finish_reason: string | null
+  stop_reason: string | number | null
+  /** The body sent upstream, as sent (JSON text). */
+  request_text: string
+  /** The harness's raw body (JSON text). */
+  original_text: string
+  response_message: ResponseMessage | null
+  usage: Record<string, unknown> | null
+  warnings: Warning[]
+  error: string | null
+  timing: { started_at: string; upstream_ms: number; total_ms: number }
+  provenance: {
+    upstream_kind: UpstreamKind
+    upstream_url: string
+    sampling_params: Record<string, unknown>
+    logprobs_mode: string | null
+    policy_version: string | number | null
+    route: string
+  }
+  metadata: Record<string, unknown>
+}
+
+export interface UpstreamConfig {
+  url: string
+  kind: UpstreamKind
+  /** Model name sent upstream; null passes the harness's model through. */
+  served_model: string | null
+}
+
+export interface SessionConfig {
+  session_id: string
+  task_id: string | null
+  created_at: string
+  upstream: UpstreamConfig
+  policy_version: string | number | null
+  metadata: Record<string, unknown>
+}

@@ -1,0 +1,65 @@
+/**
+ * @module
+ * Versioned, idempotent schema for a session's SQLite. Each migration runs once, in order, on wake.
+ *
+ * Storage is linear in the session (polar-compat.md §25.6): a prompt is stored as (parent completion,
+ * shared prefix length, suffix tokens); request bodies as (parent, common prefix/suffix, middle text).
+ */
+import type { Sql } from './sql.ts'
+
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS rg_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+   CREATE TABLE IF NOT EXISTS rg_completions (
+     seq INTEGER PRIMARY KEY,
+     completion_id TEXT NOT NULL UNIQUE,
+     created_at TEXT NOT NULL,
+     api TEXT NOT NULL,
+     agent TEXT NOT NULL,
+     model_requested TEXT NOT NULL,
+     model_used TEXT NOT NULL,
+     stream INTEGER NOT NULL,
+     status TEXT NOT NULL,
+     trainable INTEGER NOT NULL,
+     finish_reason TEXT,
+     stop_reason TEXT,
+     delta_depth INTEGER NOT NULL,
+     prompt_parent INTEGER,
+     prompt_shared INTEGER NOT NULL,
+     prompt_length INTEGER,
+     prompt_suffix BLOB,
+     response_tokens BLOB,
+     logprobs BLOB,
+     logprobs_format INTEGER NOT NULL,
+     request_prefix INTEGER NOT NULL,
+     request_suffix INTEGER NOT NULL,
+     request_middle TEXT,
+     original_prefix INTEGER NOT NULL,
+     original_suffix INTEGER NOT NULL,
+     original_middle TEXT,
+     spilled TEXT,
+     response_message TEXT,
+     usage TEXT,
+     warnings TEXT NOT NULL,
+     error TEXT,
+     timing TEXT NOT NULL,
+     provenance TEXT NOT NULL,
+     metadata TEXT NOT NULL
+   );
+   CREATE INDEX IF NOT EXISTS rg_completions_agent ON rg_completions (agent, seq);`,
+]
+
+export const SCHEMA_VERSION = MIGRATIONS.length
+
+export function ensureSchema(sql: Sql): void {
+  sql.run('CREATE TABLE IF NOT EXISTS rg_schema (version INTEGER NOT NULL)')
+  const row = sql.first<{ version: number }>('SELECT version FROM rg_schema')
+  const current = row?.version ?? 0
+  if (current >= SCHEMA_VERSION) return
+  for (let version = current; version < SCHEMA_VERSION; version++) {
+    for (const statement of (MIGRATIONS[version] as string).split(';')) {
+      if (statement.trim()) sql.run(statement)
+    }
+  }
+  if (row) sql.run('UPDATE rg_schema SET version = ?', SCHEMA_VERSION)
+  else sql.run('INSERT INTO rg_schema (version) VALUES (?)', SCHEMA_VERSION)
+}

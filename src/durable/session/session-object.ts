@@ -1,0 +1,68 @@
+/**
+ * @module
+ * One Durable Object per capture session: a thin RPC shell over `SessionStore` and `CompletionLog`.
+ * A completion's `record` resolves only after SQLite has it (the output gate holds the reply until the
+ * write is durable), so the edge releases a response only once its capture is committed.
+ */
+import { DurableObject } from 'cloudflare:workers'
+import type { CompletionRecord } from '../../contract/completion-record.ts'
+import { BlobStore } from './blob-store.ts'
+import { CompletionLog, type RecordResult, type StorageStats } from './completion-log.ts'
+import type { CompletionInput, SessionConfig } from './record.ts'
+import { ensureSchema } from './schema.ts'
+import { Sql } from './sql.ts'
+import { SessionStore } from './session-store.ts'
+
+export interface SessionSummary {
+  config: SessionConfig
+  completion_count: number
+  storage: StorageStats
+}
+
+/** What callers see through the stub: every method, promisified (typed here, not by RPC inference). */
+type Rpc<T> = { [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<Awaited<R>> : never }
+export type SessionRpc = Rpc<Pick<SessionObject, 'create' | 'config' | 'record' | 'completions' | 'summary'>>
+
+export class SessionObject extends DurableObject<Env> {
+  readonly #sql: Sql
+  readonly #store: SessionStore
+  #log: CompletionLog | null = null
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env)
+    this.#sql = new Sql(ctx.storage.sql)
+    ensureSchema(this.#sql)
+    this.#store = new SessionStore(this.#sql)
+  }
+
+  create(config: SessionConfig): { config: SessionConfig; created: boolean } {
+    return this.#store.create(config)
+  }
+
+  config(): SessionConfig | null {
+    return this.#store.config()
+  }
+
+  async record(input: CompletionInput): Promise<RecordResult> {
+    return this.#requireLog().record(input)
+  }
+
+  async completions(afterSeq?: number, limit?: number): Promise<CompletionRecord[]> {
+    return this.#requireLog().list(afterSeq, limit)
+  }
+
+  summary(): SessionSummary | null {
+    const config = this.#store.config()
+    if (!config) return null
+    const log = this.#requireLog()
+    return { config, completion_count: log.count(), storage: log.stats() }
+  }
+
+  #requireLog(): CompletionLog {
+    if (this.#log) return this.#log
+    const config = this.#store.config()
+    if (!config) throw new Error('session not initialized')
+    this.#log = new CompletionLog(this.#sql, new BlobStore(this.env.BLOBS), config.session_id)
+    return this.#log
+  }
+}

@@ -1,0 +1,18 @@
+/**
+ * @module
+ * Every provider adapter, one line each. Detection walks this list in order.
+ */
+import type { ProviderAdapter } from './adapter.ts'
+import { openaiChat } from './providers/openai-chat/index.ts'
+
+export const adapters = [openaiChat] as const satisfies readonly ProviderAdapter[]
+
+/** Path first, then headers (polar-compat.md §9.3); null when no adapter claims the request. */
+export function detectAdapter(url: URL, headers: Headers): ProviderAdapter | null {
+  for (const adapter of adapters) if (adapter.matches(url, headers)) return adapter
+  return null
+}
+
+export function adapterById(id: string): ProviderAdapter | null {
+  return adapters.find((adapter) => adapter.id === id) ?? null
+}

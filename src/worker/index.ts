@@ -1,0 +1,11 @@
+/**
+ * @module
+ * Worker entry: the hono app plus the Durable Object classes wrangler binds.
+ */
+import { app } from './app.ts'
+
+export { SessionObject } from '../durable/session/index.ts'
+
+export default {
+  fetch: app.fetch,
+} satisfies ExportedHandler<Env>

@@ -1,0 +1,51 @@
+/**
+ * @module
+ * Read a request body as text with a hard size cap, failing with 413 before buffering too much.
+ */
+import { GatewayError } from '../errors.ts'
+
+export async function readBodyText(request: Request, maxBytes: number): Promise<string> {
+  const declared = Number(request.headers.get('content-length') ?? Number.NaN)
+  if (declared > maxBytes) throw tooLarge(maxBytes)
+  if (!request.body) return ''
+  const reader = request.body.getReader()
+  const chunks: Uint8Array[] = []
+  let total = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    total += value.byteLength
+    if (total > maxBytes) {
+      await reader.cancel().catch(() => {})
+      throw tooLarge(maxBytes)
+    }
+    chunks.push(value)
+  }
+  if (chunks.length === 1) return new TextDecoder().decode(chunks[0])
+  const all = new Uint8Array(total)
+  let offset = 0
+  for (const chunk of chunks) {
+    all.set(chunk, offset)
+    offset += chunk.byteLength
+  }
+  return new TextDecoder().decode(all)
+}
+
+function tooLarge(maxBytes: number): GatewayError {
+  return new GatewayError(413, 'request_too_large', `request body exceeds ${maxBytes} bytes`)
+}
+
+/** Parse a JSON body or fail with a 400 that says where. */
+export function parseJsonBody(text: string): unknown {
+  if (!text.trim()) throw new GatewayError(400, 'invalid_request', 'request body is empty: expected a JSON object')
+  try {
+    const value: unknown = JSON.parse(text)
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) {
+      throw new GatewayError(400, 'invalid_request', 'request body must be a JSON object')
+    }
+    return value
+  } catch (error) {
+    if (error instanceof GatewayError) throw error
+    throw new GatewayError(400, 'invalid_request', `Invalid JSON body: ${(error as Error).message}`)
+  }
+}

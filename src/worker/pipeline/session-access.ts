@@ -1,0 +1,54 @@
+/**
+ * @module
+ * Authenticate a harness call to its session and reach the session's Durable Object.
+ * Session config is immutable after creation, so each isolate caches it after the first read.
+ */
+import type { SessionConfig } from '../../durable/session/record.ts'
+import type { SessionRpc } from '../../durable/session/session-object.ts'
+import { presentedCredential } from '../auth/credentials.ts'
+import { verifySessionToken } from '../auth/session-token.ts'
+import type { EdgeConfig } from '../config.ts'
+import { GatewayError } from '../errors.ts'
+
+const AGENT_LABEL = /^[A-Za-z0-9_.:-]{1,64}$/
+const CONFIG_CACHE_LIMIT = 10_000
+const configCache = new Map<string, SessionConfig>()
+
+export interface SessionAccess {
+  sessionId: string
+  agent: string
+  stub: SessionRpc
+  config: SessionConfig
+}
+
+export function sessionStub(env: Env, sessionId: string): SessionRpc {
+  return env.SESSIONS.get(env.SESSIONS.idFromName(sessionId)) as unknown as SessionRpc
+}
+
+export async function authenticateSession(
+  env: Env,
+  config: EdgeConfig,
+  request: Request,
+  url: URL,
+  path: { token?: string; agent?: string },
+): Promise<SessionAccess> {
+  const credential = presentedCredential(request, url, path.token)
+  if (!credential) throw new GatewayError(401, 'authentication', 'missing session token: send it as the API key')
+  if (!config.signingKey) throw new GatewayError(503, 'internal', 'edge has no signing key configured')
+  const sessionId = await verifySessionToken(credential, config.signingKey)
+  if (!sessionId) throw new GatewayError(401, 'authentication', 'invalid session token')
+  const agent = path.agent ?? request.headers.get('x-rollgate-agent') ?? 'main'
+  if (!AGENT_LABEL.test(agent)) {
+    throw new GatewayError(400, 'invalid_request', 'agent label must match [A-Za-z0-9_.:-]{1,64}', 'x-rollgate-agent')
+  }
+  const stub = sessionStub(env, sessionId)
+  let sessionConfig = configCache.get(sessionId)
+  if (!sessionConfig) {
+    const stored = await stub.config()
+    if (!stored) throw new GatewayError(401, 'authentication', 'session does not exist')
+    sessionConfig = stored
+    if (configCache.size >= CONFIG_CACHE_LIMIT) configCache.clear()
+    configCache.set(sessionId, sessionConfig)
+  }
+  return { sessionId, agent, stub, config: sessionConfig }
+}

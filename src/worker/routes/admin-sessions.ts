@@ -1,0 +1,115 @@
+/**
+ * @module
+ * Control plane for capture sessions (admin bearer token): create, inspect, list completions.
+ */
+import { Hono } from 'hono'
+import { z } from 'zod'
+import { upstreamKindSchema } from '../../contract/completion-record.ts'
+import type { SessionConfig } from '../../durable/session/record.ts'
+import { parseOrThrow } from '../../normalize/zod-issues.ts'
+import { createSessionToken } from '../auth/session-token.ts'
+import { edgeConfig } from '../config.ts'
+import { GatewayError } from '../errors.ts'
+import { parseJsonBody, readBodyText } from '../pipeline/read-body.ts'
+import { sessionStub } from '../pipeline/session-access.ts'
+import { requireAdmin } from './require-admin.ts'
+
+/** Polar's accepted session id shape (polar-compat.md §6). */
+const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
+const MAX_PAGE = 1000
+
+export const createSessionSchema = z.object({
+  session_id: z.string().regex(SESSION_ID, 'session_id must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$').optional(),
+  task_id: z.string().min(1).max(256).optional(),
+  metadata: z.record(z.string(), z.unknown()).optional(),
+  policy_version: z.union([z.string(), z.number()]).optional(),
+  upstream: z
+    .object({
+      url: z.url({ protocol: /^https?$/ }).optional(),
+      kind: upstreamKindSchema.optional(),
+      served_model: z.string().min(1).nullable().optional(),
+    })
+    .optional(),
+})
+
+function newSessionId(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16))
+  let hex = ''
+  for (const byte of bytes) hex += byte.toString(16).padStart(2, '0')
+  return `ses_${hex}`
+}
+
+export const adminSessions = new Hono<{ Bindings: Env }>()
+
+adminSessions.use('*', requireAdmin)
+
+adminSessions.post('/', async (c) => {
+  const config = edgeConfig(c.env)
+  const body = parseOrThrow(createSessionSchema, parseJsonBody(await readBodyText(c.req.raw, 1024 * 1024)))
+  if (!config.signingKey) throw new GatewayError(503, 'internal', 'edge has no signing key configured')
+  const sessionId = body.session_id ?? newSessionId()
+  const sessionConfig: SessionConfig = {
+    session_id: sessionId,
+    task_id: body.task_id ?? null,
+    created_at: new Date().toISOString(),
+    upstream: {
+      url: (body.upstream?.url ?? config.upstreamUrl).replace(/\/+$/, ''),
+      kind: body.upstream?.kind ?? config.upstreamKind,
+      served_model: body.upstream?.served_model === undefined ? config.servedModel : body.upstream.served_model,
+    },
+    policy_version: body.policy_version ?? null,
+    metadata: body.metadata ?? {},
+  }
+  const { config: stored, created } = await sessionStub(c.env, sessionId).create(sessionConfig)
+  if (!created && body.session_id) throw new GatewayError(409, 'invalid_request', `session ${sessionId} already exists`, 'session_id')
+  const token = await createSessionToken(sessionId, config.signingKey)
+  const origin = new URL(c.req.url).origin
+  return c.json(
+    {
+      session_id: sessionId,
+      token,
+      base_urls: { openai: `${origin}/v1`, anthropic: origin, google: origin },
+      prefixed_base_urls: {
+        openai: `${origin}/s/${token}/v1`,
+        anthropic: `${origin}/s/${token}`,
+        google: `${origin}/s/${token}`,
+      },
+      created_at: stored.created_at,
+      task_id: stored.task_id,
+      upstream: stored.upstream,
+    },
+    201,
+  )
+})
+
+adminSessions.get('/:id', async (c) => {
+  const summary = await sessionStub(c.env, c.req.param('id')).summary()
+  if (!summary) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
+  return c.json({
+    session_id: summary.config.session_id,
+    task_id: summary.config.task_id,
+    created_at: summary.config.created_at,
+    upstream: summary.config.upstream,
+    policy_version: summary.config.policy_version,
+    metadata: summary.config.metadata,
+    completion_count: summary.completion_count,
+    storage: summary.storage,
+  })
+})
+
+adminSessions.get('/:id/completions', async (c) => {
+  const afterSeq = Number(c.req.query('after_seq') ?? -1)
+  const limit = Math.min(Number(c.req.query('limit') ?? MAX_PAGE), MAX_PAGE)
+  if (!Number.isInteger(afterSeq) || !Number.isInteger(limit) || limit < 1) {
+    throw new GatewayError(400, 'invalid_request', 'after_seq and limit must be integers (limit ≥ 1)')
+  }
+  const stub = sessionStub(c.env, c.req.param('id'))
+  if (!(await stub.config())) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
+  const completions = await stub.completions(afterSeq, limit)
+  const last = completions.at(-1)
+  return c.json({
+    session_id: c.req.param('id'),
+    completions,
+    next_after_seq: completions.length === limit && last ? last.seq : null,
+  })
+})

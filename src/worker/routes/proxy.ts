@@ -1,0 +1,51 @@
+/**
+ * @module
+ * Harness-facing routes. Mounted at `/`, `/s/:token` and `/s/:token/a/:agent`, so a session token can
+ * ride in the base URL for harnesses that cannot set an API key.
+ */
+import { Hono } from 'hono'
+import { detectAdapter } from '../../normalize/registry.ts'
+import { edgeConfig } from '../config.ts'
+import { GatewayError } from '../errors.ts'
+import { handleProxyRequest } from '../pipeline/handle-proxy-request.ts'
+import { authenticateSession } from '../pipeline/session-access.ts'
+
+export const proxy = new Hono<{ Bindings: Env }>()
+
+function pathCredentials(c: { req: { param(name: string): string | undefined } }) {
+  return { token: c.req.param('token') || undefined, agent: c.req.param('agent') || undefined }
+}
+
+proxy.get('/v1/models', async (c) => {
+  const config = edgeConfig(c.env)
+  const url = new URL(c.req.url)
+  const access = await authenticateSession(c.env, config, c.req.raw, url, pathCredentials(c))
+  const served = access.config.upstream.served_model
+  const created = Math.floor(Date.parse(access.config.created_at) / 1000)
+  const data = served ? [{ id: served, object: 'model', created, owned_by: 'rollgate' }] : []
+  if (!served) {
+    const upstream = await fetch(`${access.config.upstream.url.replace(/\/v1$/, '')}/v1/models`).catch(() => null)
+    const body = upstream?.ok ? ((await upstream.json().catch(() => null)) as { data?: { id?: unknown }[] } | null) : null
+    for (const model of body?.data ?? []) {
+      if (typeof model.id === 'string') data.push({ id: model.id, object: 'model', created, owned_by: 'rollgate' })
+    }
+  }
+  return c.json({ object: 'list', data })
+})
+
+proxy.post('*', async (c) => {
+  const url = new URL(c.req.url)
+  const adapter = detectAdapter(url, c.req.raw.headers)
+  if (!adapter) throw new GatewayError(404, 'not_found', `no model API at ${c.req.method} ${url.pathname}`)
+  return handleProxyRequest(
+    {
+      env: c.env,
+      config: edgeConfig(c.env),
+      request: c.req.raw,
+      url,
+      path: pathCredentials(c),
+      waitUntil: (promise) => c.executionCtx.waitUntil(promise),
+    },
+    adapter,
+  )
+})

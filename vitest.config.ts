@@ -1,0 +1,50 @@
+import { cloudflareTest } from '@cloudflare/vitest-plugin'
+import { defineConfig } from 'vitest/config'
+
+/**
+ * Three projects:
+ * - `unit`: pure logic in Node (normalize, reconstruct, engine internals).
+ * - `workers`: the real Worker, Durable Object, SQLite and R2 inside workerd.
+ * - `integration`: real processes (stand-in engine, `wrangler dev`) driven by the official SDKs.
+ */
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          environment: 'node',
+          include: ['src/**/*.test.ts', 'engine/**/*.test.ts', 'test/unit/**/*.test.ts'],
+        },
+      },
+      {
+        plugins: [
+          cloudflareTest({
+            wrangler: { configPath: './wrangler.toml' },
+            miniflare: {
+              bindings: {
+                ROLLGATE_ADMIN_TOKEN: 'test-admin-token',
+                ROLLGATE_SIGNING_KEY: 'test-signing-key',
+                ROLLGATE_UPSTREAM_URL: 'http://upstream.test',
+              },
+            },
+          }),
+        ],
+        test: {
+          name: 'workers',
+          include: ['test/worker/**/*.test.ts'],
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          environment: 'node',
+          include: ['test/integration/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 120_000,
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+})
