@@ -25,7 +25,8 @@ export default defineConfig({
               bindings: {
                 ROLLGATE_ADMIN_TOKEN: 'test-admin-token',
                 ROLLGATE_SIGNING_KEY: 'test-signing-key',
-                ROLLGATE_UPSTREAM_URL: 'http://upstream.test',
+                ROLLGATE_UPSTREAM_URL: 'http://127.0.0.1:9',
+                ROLLGATE_SERVED_MODEL: 'Qwen/Qwen3-8B',
               },
             },
           }),

@@ -3,7 +3,7 @@
  * The provider adapter contract, declared once. Each provider folder exports one value typed with it;
  * this file imports no provider.
  */
-import type { ApiId, Completion, NormalizedError, ParsedRequest } from './types.ts'
+import type { ApiId, Completion, NormalizedError, ParsedRequest, TokenizeRequest } from './types.ts'
 
 /** Per-request facts an adapter needs to answer in its own wire format. */
 export interface ResponseContext {
@@ -14,6 +14,8 @@ export interface ResponseContext {
   streamUsage: boolean
   /** Unix seconds. */
   created: number
+  /** `ParsedRequest.responseOptions` of this call, passed through untouched. */
+  responseOptions?: Record<string, unknown>
 }
 
 export interface StreamEncoder {
@@ -25,6 +27,15 @@ export interface StreamEncoder {
   completion(completion: Completion): string
   /** A mid-stream failure, ending the stream in the protocol's own error shape. */
   error(error: NormalizedError): string
+}
+
+/** An API's count-tokens endpoint, answered from the engine's `/tokenize` (never a generation). */
+export interface CountTokensAdapter {
+  /** `POST /v1/messages/count_tokens`, `…:countTokens`. */
+  matches(url: URL): boolean
+  /** Wire body → `/tokenize` body; throws `RequestValidationError` for bad input. */
+  parseRequest(body: unknown, url: URL): TokenizeRequest
+  buildResponse(inputTokens: number): unknown
 }
 
 export interface ProviderAdapter {
@@ -39,6 +50,8 @@ export interface ProviderAdapter {
   buildResponse(completion: Completion, context: ResponseContext): unknown
   createStreamEncoder(context: ResponseContext): StreamEncoder
   buildError(error: NormalizedError): { status: number; body: unknown }
+  /** Present when the API has a count-tokens endpoint. */
+  readonly countTokens?: CountTokensAdapter
 }
 
 /** Bad client input, with the offending field, rendered by the caller's adapter as a 4xx. */

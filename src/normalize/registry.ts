@@ -3,9 +3,12 @@
  * Every provider adapter, one line each. Detection walks this list in order.
  */
 import type { ProviderAdapter } from './adapter.ts'
+import { anthropic } from './providers/anthropic/index.ts'
+import { google } from './providers/google/index.ts'
 import { openaiChat } from './providers/openai-chat/index.ts'
+import { openaiResponses } from './providers/openai-responses/index.ts'
 
-export const adapters = [openaiChat] as const satisfies readonly ProviderAdapter[]
+export const adapters = [anthropic, openaiChat, openaiResponses, google] as const satisfies readonly ProviderAdapter[]
 
 /** Path first, then headers (polar-compat.md §9.3); null when no adapter claims the request. */
 export function detectAdapter(url: URL, headers: Headers): ProviderAdapter | null {

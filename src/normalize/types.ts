@@ -68,6 +68,24 @@ export interface ParsedRequest {
   /** Include a usage chunk / usage data in the stream (OpenAI `stream_options.include_usage`). */
   streamUsage: boolean
   modelRequested: string
+  /**
+   * Adapter-private facts the answer needs that are not in the chat request (e.g. which Responses tools
+   * are custom tools, what to echo back). The pipeline copies it into `ResponseContext.responseOptions`
+   * untouched; only the adapter that produced it reads it.
+   */
+  responseOptions?: Record<string, unknown>
+}
+
+/**
+ * Body for the engine's `POST /tokenize` in vLLM's chat form: answers count-tokens calls exactly and
+ * cheaply (wire-protocols.md §7.6). Never a generation, never recorded.
+ */
+export interface TokenizeRequest {
+  model: string
+  messages: ChatMessage[]
+  tools?: unknown[]
+  add_generation_prompt: true
+  chat_template_kwargs?: Record<string, unknown>
 }
 
 /** A failure to answer, in provider-neutral terms; adapters render it in their own wire shape. */

@@ -64,14 +64,21 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
 
   if (parsed.stream) return streamAnswer(context, adapter, facts, responseContext, call)
 
+  const prepared = performance.now()
   const outcome = await call(request.signal)
+  const answered = performance.now()
   const abandoned = request.signal.aborted
   await record(facts, outcome, abandoned)
+  const committed = performance.now()
+  // Server-Timing lets operators (and bench:gateway) see where the edge's time goes.
+  const headers = {
+    'server-timing': `prepare;dur=${(prepared - startedClock).toFixed(2)}, upstream;dur=${(answered - prepared).toFixed(2)}, capture;dur=${(committed - answered).toFixed(2)}`,
+  }
   if (!outcome.ok) {
     const { status, body } = adapter.buildError(outcome.error)
-    return Response.json(body, { status })
+    return Response.json(body, { status, headers })
   }
-  return Response.json(adapter.buildResponse(outcome.completion, responseContext))
+  return Response.json(adapter.buildResponse(outcome.completion, responseContext), { headers })
 }
 
 function record(facts: CallFacts, outcome: UpstreamOutcome, abandoned: boolean) {

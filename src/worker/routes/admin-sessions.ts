@@ -17,6 +17,7 @@ import { requireAdmin } from './require-admin.ts'
 /** Polar's accepted session id shape (polar-compat.md §6). */
 const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
 const MAX_PAGE = 1000
+const MODEL_DISCOVERY_TIMEOUT_MS = 2_000
 
 export const createSessionSchema = z.object({
   session_id: z.string().regex(SESSION_ID, 'session_id must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$').optional(),
@@ -39,6 +40,19 @@ function newSessionId(): string {
   return `ses_${hex}`
 }
 
+/** The engine's first served model (`GET /v1/models`), or null when it does not say in time. */
+async function discoverServedModel(upstreamUrl: string): Promise<string | null> {
+  try {
+    const response = await fetch(`${upstreamUrl.replace(/\/v1$/, '')}/v1/models`, { signal: AbortSignal.timeout(MODEL_DISCOVERY_TIMEOUT_MS) })
+    if (!response.ok) return null
+    const body = (await response.json()) as { data?: { id?: unknown }[] }
+    const id = body.data?.[0]?.id
+    return typeof id === 'string' && id ? id : null
+  } catch {
+    return null
+  }
+}
+
 export const adminSessions = new Hono<{ Bindings: Env }>()
 
 adminSessions.use('*', requireAdmin)
@@ -48,15 +62,18 @@ adminSessions.post('/', async (c) => {
   const body = parseOrThrow(createSessionSchema, parseJsonBody(await readBodyText(c.req.raw, 1024 * 1024)))
   if (!config.signingKey) throw new GatewayError(503, 'internal', 'edge has no signing key configured')
   const sessionId = body.session_id ?? newSessionId()
+  const upstreamUrl = (body.upstream?.url ?? config.upstreamUrl).replace(/\/+$/, '')
+  const upstreamKind = body.upstream?.kind ?? config.upstreamKind
+  let servedModel = body.upstream?.served_model === undefined ? config.servedModel : body.upstream.served_model
+  // RL proxies send the engine's served model, not the harness's slug (wire-protocols.md §7.7).
+  if (servedModel === null && body.upstream?.served_model === undefined && upstreamKind !== 'openai') {
+    servedModel = await discoverServedModel(upstreamUrl)
+  }
   const sessionConfig: SessionConfig = {
     session_id: sessionId,
     task_id: body.task_id ?? null,
     created_at: new Date().toISOString(),
-    upstream: {
-      url: (body.upstream?.url ?? config.upstreamUrl).replace(/\/+$/, ''),
-      kind: body.upstream?.kind ?? config.upstreamKind,
-      served_model: body.upstream?.served_model === undefined ? config.servedModel : body.upstream.served_model,
-    },
+    upstream: { url: upstreamUrl, kind: upstreamKind, served_model: servedModel },
     policy_version: body.policy_version ?? null,
     metadata: body.metadata ?? {},
   }

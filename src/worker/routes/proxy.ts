@@ -9,12 +9,17 @@ import { edgeConfig } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import { handleProxyRequest } from '../pipeline/handle-proxy-request.ts'
 import { authenticateSession } from '../pipeline/session-access.ts'
+import { countTokens } from './count-tokens.ts'
+import { models } from './models.ts'
 
 export const proxy = new Hono<{ Bindings: Env }>()
 
 function pathCredentials(c: { req: { param(name: string): string | undefined } }) {
   return { token: c.req.param('token') || undefined, agent: c.req.param('agent') || undefined }
 }
+
+proxy.route('/', models)
+proxy.route('/', countTokens)
 
 proxy.get('/v1/models', async (c) => {
   const config = edgeConfig(c.env)

@@ -1,0 +1,94 @@
+/**
+ * @module
+ * Bounded closed-loop load: `concurrency` workers each send requests back to back until `count`
+ * requests are done or `maxMs` elapses. Keep-alive connections, latency per request.
+ */
+import { Agent, request as httpRequest } from 'node:http'
+
+export interface LoadResult {
+  requests: number
+  errors: number
+  seconds: number
+  throughput: number
+  p50: number
+  p90: number
+  p99: number
+  mean: number
+}
+
+export interface LoadTarget {
+  url: string
+  headers: Record<string, string>
+  body: Buffer
+}
+
+function once(agent: Agent, target: LoadTarget): Promise<number> {
+  const url = new URL(target.url)
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(
+      {
+        agent,
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname + url.search,
+        method: 'POST',
+        headers: { ...target.headers, 'content-type': 'application/json', 'content-length': target.body.length },
+      },
+      (response) => {
+        response.on('data', () => {})
+        response.on('end', () => resolve(response.statusCode ?? 0))
+        response.on('error', reject)
+      },
+    )
+    request.on('error', reject)
+    request.end(target.body)
+  })
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number
+}
+
+/** `targets(worker)` picks the target per worker (e.g. one session per worker). */
+export async function runLoad(
+  targets: (worker: number) => LoadTarget,
+  options: { concurrency: number; count: number; maxMs: number },
+): Promise<LoadResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: options.concurrency })
+  const latencies: number[] = []
+  let errors = 0
+  let issued = 0
+  const started = performance.now()
+  const deadline = started + options.maxMs
+  await Promise.all(
+    Array.from({ length: options.concurrency }, async (_, worker) => {
+      const target = targets(worker)
+      while (issued < options.count && performance.now() < deadline) {
+        issued++
+        const t0 = performance.now()
+        try {
+          const status = await once(agent, target)
+          if (status !== 200) errors++
+        } catch {
+          errors++
+        }
+        latencies.push(performance.now() - t0)
+      }
+    }),
+  )
+  const seconds = (performance.now() - started) / 1000
+  agent.destroy()
+  latencies.sort((a, b) => a - b)
+  const round = (n: number) => Math.round(n * 1000) / 1000
+  return {
+    requests: latencies.length,
+    errors,
+    seconds: round(seconds),
+    throughput: round(latencies.length / seconds),
+    p50: round(percentile(latencies, 50)),
+    p90: round(percentile(latencies, 90)),
+    p99: round(percentile(latencies, 99)),
+    mean: round(latencies.reduce((sum, n) => sum + n, 0) / Math.max(1, latencies.length)),
+  }
+}

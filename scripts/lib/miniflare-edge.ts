@@ -1,0 +1,59 @@
+/**
+ * @module
+ * The edge in Miniflare (real workerd, Durable Objects with SQLite, R2 emulation) without `wrangler
+ * dev`'s proxy layers: what benchmarks use, so the figures are the Worker's and not the dev server's.
+ * The Worker is bundled first with `wrangler deploy --dry-run --outdir`.
+ */
+import { spawnSync } from 'node:child_process'
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { Miniflare, convertV4MiniflareOptions } from 'miniflare'
+import { REPO_ROOT } from './processes.ts'
+
+const WRANGLER_BIN = fileURLToPath(new URL('../../node_modules/wrangler/bin/wrangler.js', import.meta.url))
+
+export function bundleWorker(): string {
+  const outdir = mkdtempSync(join(tmpdir(), 'rollgate-dist-'))
+  const result = spawnSync(process.execPath, [WRANGLER_BIN, 'deploy', '--dry-run', '--outdir', outdir], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' },
+    encoding: 'utf8',
+  })
+  if (result.status !== 0) throw new Error(`bundle failed:\n${result.stdout}\n${result.stderr}`)
+  return join(outdir, 'index.js')
+}
+
+export interface MiniflareEdge {
+  url: string
+  stop(): Promise<void>
+}
+
+export async function startMiniflareEdge(options: { persistTo: string; vars: Record<string, string>; scriptPath?: string }): Promise<MiniflareEdge> {
+  const scriptPath = options.scriptPath ?? bundleWorker()
+  const mf = new Miniflare(
+    convertV4MiniflareOptions({
+      scriptPath,
+      modulesRoot: dirname(scriptPath),
+      modules: true,
+      compatibilityDate: '2026-08-01',
+      compatibilityFlags: ['nodejs_compat', 'enable_request_signal'],
+      durableObjects: { SESSIONS: { className: 'SessionObject', useSQLite: true } },
+      r2Buckets: ['BLOBS'],
+      cf: false,
+      bindings: {
+        ROLLGATE_UPSTREAM_URL: 'http://127.0.0.1:8000',
+        ROLLGATE_UPSTREAM_KIND: 'vllm',
+        ROLLGATE_SERVED_MODEL: '',
+        ...options.vars,
+      },
+      durableObjectsPersist: join(options.persistTo, 'do'),
+      r2Persist: join(options.persistTo, 'r2'),
+      host: '127.0.0.1',
+      port: 0,
+    } as Parameters<typeof convertV4MiniflareOptions>[0]),
+  )
+  const url = (await mf.ready).href.replace(/\/$/, '')
+  return { url, stop: () => mf.dispose() }
+}

@@ -1,0 +1,148 @@
+/**
+ * @module
+ * `prefix_merging` builder. `strict: true` runs Polar's reference algorithm (`polar-strict.ts`);
+ * otherwise the tolerant, linear-time builder: chain (`chain-records.ts`), label
+ * (`classify-branch.ts`), finalize each segment into a trace, and report
+ * `metadata.reconstruction_stats` (Polar's counters first).
+ */
+import type { CompletionRecord } from '../contract/completion-record.ts'
+import type { Trajectory } from '../contract/trajectory.ts'
+import { chainRecords } from './chain-records.ts'
+import { labelBranches } from './classify-branch.ts'
+import type { PrefixMergingConfig } from './config.ts'
+import { detectEotSession } from './end-of-turn.ts'
+import { partitionRecords } from './extract-trace.ts'
+import { buildPrefixMergingStrict } from './polar-strict.ts'
+import { finalizeSegment, type Segment } from './segment.ts'
+import { type SessionInfo, trajectoryMetadata } from './trajectory-metadata.ts'
+
+export interface PrefixMergingOptions {
+  config: PrefixMergingConfig
+  session?: SessionInfo
+  /** Optional detokenizer used only to label drift as `retokenization` exactly. */
+  decode?: (ids: number[]) => string
+}
+
+function increment(counts: Record<string, number>, key: string, amount = 1) {
+  counts[key] = (counts[key] ?? 0) + amount
+}
+
+function reconstructionStats(
+  segments: readonly Segment[],
+  trainableCount: number,
+  recordCount: number,
+  excludedByReason: Record<string, number>,
+) {
+  const chainSizes = new Map<number, number>()
+  const breaks: Record<string, number> = {}
+  const branches: Record<string, number> = {}
+  const driftByReason: Record<string, number> = {}
+  let continued = 0
+  let strictRuleMerges = 0
+  let turnsWithDrift = 0
+  let driftMax = 0
+  let boundaryDriftTotal = 0
+  let contextDriftSum = 0
+  let retries = 0
+  for (const segment of segments) {
+    chainSizes.set(segment.chain, (chainSizes.get(segment.chain) ?? 0) + 1)
+    if (segment.breakReason !== null) increment(breaks, segment.breakReason)
+    increment(branches, segment.branch ?? 'main')
+    if (segment.origin === 'retry' || segment.origin === 'superseded') retries++
+    continued += segment.turns.length - 1
+    for (const turn of segment.turns.slice(1)) {
+      if (turn.strictRuleMerge) strictRuleMerges++
+      if (turn.contextDrift > 0) turnsWithDrift++
+      driftMax = Math.max(driftMax, turn.contextDrift)
+      contextDriftSum += turn.contextDrift
+      boundaryDriftTotal += turn.boundaryDrift
+    }
+    const last = segment.turns[segment.turns.length - 1]
+    for (const [reason, value] of Object.entries(last?.driftByReason ?? {})) {
+      increment(driftByReason, reason, value)
+    }
+  }
+  let full = 0
+  for (const size of chainSizes.values()) if (size === 1) full++
+  return {
+    // Polar's counters. A chain is "truncated" when it needed more than one trace (nothing is
+    // dropped here); every trainable completion is merged into some trace.
+    chains_total: chainSizes.size,
+    chains_reconstructed_full: full,
+    chains_reconstructed_truncated: chainSizes.size - full,
+    completions_total: trainableCount,
+    completions_merged: segments.reduce((sum, segment) => sum + segment.turns.length, 0),
+    // Rollgate's.
+    records_total: recordCount,
+    completions_excluded: recordCount - trainableCount,
+    excluded_by_reason: excludedByReason,
+    traces_total: segments.length,
+    turns_continued: continued,
+    /** Completions appended to an existing trace / trainable completions (0 = per_request). */
+    merged_turn_ratio: trainableCount === 0 ? 0 : continued / trainableCount,
+    /** Continued turns that Polar's strict rule would also have merged. */
+    strict_rule_merges: strictRuleMerges,
+    breaks,
+    branches,
+    retries,
+    drift: {
+      turns_with_drift: turnsWithDrift,
+      context_drift_tokens_max: driftMax,
+      context_drift_tokens_sum: contextDriftSum,
+      boundary_drift_tokens_total: boundaryDriftTotal,
+      /** Drift of each trace's last turn, summed per reason. */
+      final_drift_by_reason: driftByReason,
+    },
+  }
+}
+
+export function buildPrefixMerging(
+  records: readonly CompletionRecord[],
+  options: PrefixMergingOptions,
+): Trajectory {
+  const { config, session } = options
+  if (config.strict) return buildPrefixMergingStrict(records, session, config.end_of_turn_token_id)
+
+  const { trainable, excluded } = partitionRecords(records)
+  const eot = config.end_of_turn_token_id ?? detectEotSession(trainable)
+  const segments = chainRecords(trainable, records, {
+    config,
+    eot,
+    ...(options.decode === undefined ? {} : { decode: options.decode }),
+  })
+  labelBranches(segments)
+
+  // Position of each segment inside its chain (creation order), then traces in arrival order.
+  const chainPositions = new Map<number, number>()
+  const positioned = segments.map((segment) => {
+    const position = chainPositions.get(segment.chain) ?? 0
+    chainPositions.set(segment.chain, position + 1)
+    return { segment, position }
+  })
+  positioned.sort((a, b) => a.segment.firstSeq - b.segment.firstSeq || a.segment.index - b.segment.index)
+  const traces = positioned.map(({ segment, position }) => finalizeSegment(segment, position))
+
+  const excludedByReason: Record<string, number> = {}
+  for (const entry of excluded) increment(excludedByReason, entry.reason)
+  const metadata = {
+    ...trajectoryMetadata('prefix_merging', records, session, traces.length),
+    reconstruction_stats: reconstructionStats(segments, trainable.length, records.length, excludedByReason),
+    reconstruction: {
+      mode: 'tolerant',
+      end_of_turn_token_id: eot,
+      end_of_turn_token_source: config.end_of_turn_token_id === null ? 'auto' : 'config',
+      max_context_drift_tokens: config.max_context_drift_tokens,
+      retry_policy: config.retry_policy,
+    },
+    excluded_completions: excluded,
+  }
+  if (traces.length === 0) {
+    return {
+      status: 'ERROR',
+      metadata,
+      traces,
+      error: records.length === 0 ? 'no completions' : 'no trainable completions',
+    }
+  }
+  return { status: 'COMPLETED', metadata, traces, error: null }
+}

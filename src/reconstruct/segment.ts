@@ -1,0 +1,299 @@
+/**
+ * @module
+ * A segment is one output trace under construction: the first completion's prompt as
+ * `prompt_ids`, then for each merged completion its interstitial (mask 0, taken from that
+ * completion's real prompt) and its raw sampled tokens (mask 1, with their recorded logprobs).
+ * Arrays only grow by the new tokens of each turn; nothing is re-copied.
+ */
+import type { CompletionRecord } from '../contract/completion-record.ts'
+import type { BranchLabel, BreakReason, DriftReason, Trace, TraceTurn } from '../contract/trajectory.ts'
+import { EMPTY_DRIFT, type DriftState } from './drift-regions.ts'
+import {
+  alignedLogprobs,
+  promptMessages,
+  requestTools,
+  responseMessages,
+} from './extract-trace.ts'
+import { indexOfFrom, type Tokens } from './token-ops.ts'
+
+type JsonObject = Record<string, unknown>
+
+/** How a segment came to exist. */
+export type SegmentOrigin =
+  /** First completion of a new chain. */
+  | 'root'
+  /** The chain could not continue (see `breakReason`); same chain, next segment. */
+  | 'break'
+  /** Continues an earlier, non-tip completion of a chain (parallel sample / re-send). */
+  | 'fork'
+  /** Re-sent prompt kept out of the chain (`retry_policy: keep_first`, or a re-send of an earlier prompt). */
+  | 'retry'
+  /** Earlier attempt replaced by a re-send of the same prompt (`retry_policy: keep_last`). */
+  | 'superseded'
+
+export interface TurnState {
+  record: CompletionRecord
+  responseOffset: number
+  responseLength: number
+  interstitialLength: number
+  messageIndex: number
+  /** Common prefix length of this turn's prompt with the previous turn's prompt. */
+  promptLcp: number
+  contextDrift: number
+  boundaryDrift: number
+  driftReason: DriftReason | null
+  driftByReason: Record<string, number>
+  strictRuleMerge: boolean
+}
+
+export interface Segment {
+  index: number
+  agent: string
+  chain: number
+  origin: SegmentOrigin
+  parent: number | null
+  breakReason: BreakReason | null
+  breakDetail: JsonObject | null
+  retryInfo: JsonObject | null
+  prompt: Tokens
+  response: number[]
+  mask: number[]
+  slots: number[]
+  turnsWithoutLogprobs: number
+  responseMessages: JsonObject[]
+  messageCount: number
+  turns: TurnState[]
+  drift: DriftState
+  /** Index of the first end-of-turn token in the tip's prompt (-1: none). */
+  tipFirstEot: number
+  firstSeq: number
+  lastAppendSeq: number
+  branch: BranchLabel | null
+}
+
+export interface NewSegment {
+  index: number
+  chain: number
+  origin: SegmentOrigin
+  parent: number | null
+  breakReason?: BreakReason | null
+  breakDetail?: JsonObject | null
+  retryInfo?: JsonObject | null
+}
+
+export function tip(segment: Segment): TurnState {
+  return segment.turns[segment.turns.length - 1] as TurnState
+}
+
+/** Stream position (in `prompt_ids ++ response_ids`) of the tip's first sampled token. */
+export function tipResponseStart(segment: Segment): number {
+  return segment.prompt.length + tip(segment).responseOffset
+}
+
+export function streamSlice(segment: Segment, start: number, end: number): number[] {
+  const promptLength = segment.prompt.length
+  if (end <= promptLength) return segment.prompt.slice(start, end)
+  if (start >= promptLength) return segment.response.slice(start - promptLength, end - promptLength)
+  return [...segment.prompt.slice(start), ...segment.response.slice(0, end - promptLength)]
+}
+
+/** A turn with sampled tokens but no aligned logprobs makes the whole trace's logprobs null. */
+function lacksLogprobs(record: CompletionRecord): boolean {
+  return record.response_token_ids.length > 0 && alignedLogprobs(record) === null
+}
+
+function pushResponse(segment: Segment, record: CompletionRecord): { offset: number; message: number } {
+  const offset = segment.response.length
+  const ids = record.response_token_ids
+  const logprobs = alignedLogprobs(record)
+  if (lacksLogprobs(record)) segment.turnsWithoutLogprobs++
+  for (let i = 0; i < ids.length; i++) {
+    segment.response.push(ids[i] as number)
+    segment.mask.push(1)
+    segment.slots.push(logprobs === null ? 0 : (logprobs[i] as number))
+  }
+  let message = -1
+  for (const item of responseMessages(record)) {
+    message = segment.responseMessages.length
+    segment.responseMessages.push(item)
+    segment.messageCount++
+  }
+  return { offset, message }
+}
+
+export function createSegment(
+  record: CompletionRecord,
+  init: NewSegment,
+  eot: number | null,
+): Segment {
+  const prompt = record.prompt_token_ids
+  const segment: Segment = {
+    index: init.index,
+    agent: record.agent,
+    chain: init.chain,
+    origin: init.origin,
+    parent: init.parent,
+    breakReason: init.breakReason ?? null,
+    breakDetail: init.breakDetail ?? null,
+    retryInfo: init.retryInfo ?? null,
+    prompt,
+    response: [],
+    mask: [],
+    slots: [],
+    turnsWithoutLogprobs: 0,
+    responseMessages: [],
+    messageCount: promptMessages(record).length,
+    turns: [],
+    drift: EMPTY_DRIFT,
+    tipFirstEot: eot === null ? -1 : indexOfFrom(prompt, eot, 0, prompt.length),
+    firstSeq: record.seq,
+    lastAppendSeq: record.seq,
+    branch: null,
+  }
+  const pushed = pushResponse(segment, record)
+  segment.turns.push({
+    record,
+    responseOffset: pushed.offset,
+    responseLength: record.response_token_ids.length,
+    interstitialLength: 0,
+    messageIndex: pushed.message,
+    promptLcp: 0,
+    contextDrift: 0,
+    boundaryDrift: 0,
+    driftReason: null,
+    driftByReason: {},
+    strictRuleMerge: false,
+  })
+  return segment
+}
+
+export interface AppendTurn {
+  /** Where the interstitial starts in the new prompt. */
+  interStart: number
+  /** First end-of-turn index in the new prompt (-1: none). */
+  firstEot: number
+  promptLcp: number
+  drift: DriftState
+  boundaryDrift: number
+  strictRuleMerge: boolean
+}
+
+function dominantReason(byReason: Record<string, number>): DriftReason | null {
+  let best: string | null = null
+  let bestValue = 0
+  for (const [reason, value] of Object.entries(byReason)) {
+    if (value > bestValue) {
+      best = reason
+      bestValue = value
+    }
+  }
+  return best as DriftReason | null
+}
+
+/** Continue the segment with `record`: its interstitial (mask 0), then its sampled tokens. */
+export function appendTurn(segment: Segment, record: CompletionRecord, turn: AppendTurn): void {
+  const prompt = record.prompt_token_ids
+  for (let i = turn.interStart; i < prompt.length; i++) {
+    segment.response.push(prompt[i] as number)
+    segment.mask.push(0)
+    segment.slots.push(0)
+  }
+  const messages = promptMessages(record)
+  for (let i = segment.messageCount; i < messages.length; i++) {
+    segment.responseMessages.push(messages[i] as JsonObject)
+  }
+  segment.messageCount = Math.max(segment.messageCount, messages.length)
+  const pushed = pushResponse(segment, record)
+  segment.drift = turn.drift
+  segment.tipFirstEot = turn.firstEot
+  segment.lastAppendSeq = record.seq
+  segment.turns.push({
+    record,
+    responseOffset: pushed.offset,
+    responseLength: record.response_token_ids.length,
+    interstitialLength: prompt.length - turn.interStart,
+    messageIndex: pushed.message,
+    promptLcp: turn.promptLcp,
+    contextDrift: turn.drift.total,
+    boundaryDrift: turn.boundaryDrift,
+    driftReason: dominantReason(turn.drift.byReason as Record<string, number>),
+    driftByReason: { ...turn.drift.byReason },
+    strictRuleMerge: turn.strictRuleMerge,
+  })
+}
+
+/**
+ * Replace the tip completion by a re-send of the same prompt (same context, so same interstitial
+ * and drift): truncate the tip's sampled tokens and message, append the new ones.
+ */
+export function replaceTip(segment: Segment, record: CompletionRecord): CompletionRecord {
+  const old = segment.turns.pop() as TurnState
+  segment.response.length = old.responseOffset
+  segment.mask.length = old.responseOffset
+  segment.slots.length = old.responseOffset
+  if (lacksLogprobs(old.record)) segment.turnsWithoutLogprobs--
+  if (old.messageIndex >= 0) {
+    segment.responseMessages.length = old.messageIndex
+    segment.messageCount--
+  }
+  const pushed = pushResponse(segment, record)
+  segment.lastAppendSeq = record.seq
+  segment.turns.push({
+    ...old,
+    record,
+    responseOffset: pushed.offset,
+    responseLength: record.response_token_ids.length,
+    messageIndex: pushed.message,
+  })
+  return old.record
+}
+
+function turnMetadata(turn: TurnState): TraceTurn {
+  return {
+    completion_id: turn.record.completion_id,
+    seq: turn.record.seq,
+    response_offset: turn.responseOffset,
+    response_length: turn.responseLength,
+    interstitial_length: turn.interstitialLength,
+    message_index: turn.messageIndex,
+    context_drift_tokens: turn.contextDrift,
+    boundary_drift_tokens: turn.boundaryDrift,
+    drift_reason: turn.driftReason,
+    drift_by_reason: turn.driftByReason,
+    strict_rule_merge: turn.strictRuleMerge,
+  }
+}
+
+/** The finished trace (Polar field names; Rollgate extensions in `metadata`). */
+export function finalizeSegment(segment: Segment, chainSegmentIndex: number): Trace {
+  const first = (segment.turns[0] as TurnState).record
+  const last = tip(segment).record
+  const turns = segment.turns.map(turnMetadata)
+  const hasLogprobs = segment.turnsWithoutLogprobs === 0 && segment.mask.some((value) => value === 1)
+  return {
+    prompt_ids: segment.prompt as number[],
+    response_ids: segment.response,
+    loss_mask: segment.mask,
+    prompt_messages: promptMessages(first),
+    response_messages: segment.responseMessages,
+    tools: requestTools(first),
+    finish_reason: last.finish_reason,
+    // Polar: null unless every trainable token has its logprob; context slots are 0.0.
+    response_logprobs: hasLogprobs ? segment.slots : null,
+    reward: null,
+    metadata: {
+      ...first.metadata,
+      completion_metadata: segment.turns.map((turn) => ({ ...turn.record.metadata })),
+      source_completion_ids: segment.turns.map((turn) => turn.record.completion_id),
+      agent: segment.agent,
+      branch: segment.branch,
+      chain_index: segment.chain,
+      chain_segment_index: chainSegmentIndex,
+      break_reason: segment.breakReason,
+      ...(segment.breakDetail === null ? {} : { break_detail: segment.breakDetail }),
+      ...(segment.retryInfo === null ? {} : { retry: segment.retryInfo }),
+      context_drift_tokens_max: turns.reduce((max, turn) => Math.max(max, turn.context_drift_tokens), 0),
+      turns,
+    },
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * @module
+ * Trajectory-level metadata shared by both builders (Polar §16.2): `builder, session_id, task_id,
+ * api_type, model_requested, model_used, record_count, task_metadata, trace_count`, plus
+ * `group_id`, `policy_version`, `rollout_step` lifted from the task metadata when present.
+ */
+import { type CompletionRecord, POLAR_API_TYPE } from '../contract/completion-record.ts'
+
+/** Session facts the caller knows better than the records (Polar's `CompletionSession`). */
+export interface SessionInfo {
+  session_id?: string | null
+  task_id?: string | null
+  /** Task metadata (`TaskRequest.metadata`). */
+  metadata?: Record<string, unknown>
+}
+
+/** Keys Polar lifts from the task metadata to the top level (`_top_level_scheduler_metadata`). */
+export const SCHEDULER_KEYS = ['group_id', 'policy_version', 'rollout_step'] as const
+
+export function schedulerMetadata(taskMetadata: Record<string, unknown>): Record<string, unknown> {
+  const lifted: Record<string, unknown> = {}
+  for (const key of SCHEDULER_KEYS) {
+    if (key in taskMetadata) lifted[key] = taskMetadata[key]
+  }
+  return lifted
+}
+
+function firstNonEmpty(records: readonly CompletionRecord[], pick: (r: CompletionRecord) => string) {
+  for (const record of records) {
+    const value = pick(record)
+    if (value) return value
+  }
+  return null
+}
+
+/**
+ * Without `session.metadata`, the task metadata is recovered from the first record's metadata
+ * (Polar stores session metadata + `session_id` + `task_id` on every record).
+ */
+export function resolveSession(records: readonly CompletionRecord[], session: SessionInfo | undefined) {
+  const first = records[0]
+  const recordMetadata = first?.metadata ?? {}
+  const taskMetadata: Record<string, unknown> = session?.metadata
+    ? { ...session.metadata }
+    : Object.fromEntries(
+        Object.entries(recordMetadata).filter(([key]) => key !== 'session_id' && key !== 'task_id'),
+      )
+  const recordTaskId = recordMetadata.task_id
+  return {
+    session_id: session?.session_id ?? first?.session_id ?? null,
+    task_id: session?.task_id ?? (typeof recordTaskId === 'string' ? recordTaskId : null),
+    task_metadata: taskMetadata,
+  }
+}
+
+/** Polar's trajectory metadata, in Polar's key order. */
+export function trajectoryMetadata(
+  builder: string,
+  records: readonly CompletionRecord[],
+  session: SessionInfo | undefined,
+  traceCount: number,
+): Record<string, unknown> {
+  const resolved = resolveSession(records, session)
+  const api = firstNonEmpty(records, (r) => r.api)
+  return {
+    builder,
+    session_id: resolved.session_id,
+    task_id: resolved.task_id,
+    api_type: api === null ? null : (POLAR_API_TYPE[api as keyof typeof POLAR_API_TYPE] ?? api),
+    model_requested: firstNonEmpty(records, (r) => r.model_requested),
+    model_used: firstNonEmpty(records, (r) => r.model_used),
+    record_count: records.length,
+    task_metadata: resolved.task_metadata,
+    trace_count: traceCount,
+    ...schedulerMetadata(resolved.task_metadata),
+  }
+}
