@@ -22,6 +22,10 @@ const MAX_DELTA_DEPTH = 48
 const MIN_SHARED_TOKENS = 8
 /** Recent materialized completions kept in memory as delta bases (bounded by bytes, not count). */
 const CACHE_BUDGET_BYTES = 24 * 1024 * 1024
+/** `request_base`: the request body is a delta of the base completion's request… */
+const REQUEST_BASE_PARENT = 0
+/** …or of this completion's own original body (same-dialect harnesses: nearly identical). */
+const REQUEST_BASE_ORIGINAL = 1
 /** Completions reloaded as delta bases after the object wakes. */
 const WARM_BASES = 8
 
@@ -58,6 +62,7 @@ interface CompletionRow {
   response_tokens: ArrayBuffer | null
   logprobs: ArrayBuffer | null
   logprobs_format: number
+  request_base: number
   request_prefix: number
   request_suffix: number
   request_middle: string | null
@@ -126,8 +131,13 @@ export class CompletionLog {
     const prompt = input.prompt_token_ids ?? EMPTY_TOKENS
     const base = this.#chooseBase(prompt, input.agent, input.api)
     const shared = base ? commonPrefixLength(base.prompt, prompt) : 0
-    const request = base ? diffText(base.requestText, input.request_text) : { prefix: 0, suffix: 0, middle: input.request_text }
     const original = base ? diffText(base.originalText, input.original_text) : { prefix: 0, suffix: 0, middle: input.original_text }
+    // The body sent upstream is usually the harness's body with a few fields changed: code it against
+    // that, unless the base's upstream body is closer (translated dialects).
+    const fromOriginal = diffText(input.original_text, input.request_text)
+    const fromParent = base ? diffText(base.requestText, input.request_text) : null
+    const requestBase = fromParent && fromParent.middle.length < fromOriginal.middle.length ? REQUEST_BASE_PARENT : REQUEST_BASE_ORIGINAL
+    const request = requestBase === REQUEST_BASE_PARENT && fromParent ? fromParent : fromOriginal
     const logprobs = packLogprobs(input.response_logprobs)
 
     const fields: Record<string, ArrayBuffer | string | null> = {
@@ -166,10 +176,10 @@ export class CompletionLog {
     this.#sql.run(
       `INSERT INTO rg_completions (seq, completion_id, created_at, api, agent, model_requested, model_used, stream,
         status, trainable, finish_reason, stop_reason, delta_depth, prompt_parent, prompt_shared, prompt_length,
-        prompt_suffix, response_tokens, logprobs, logprobs_format, request_prefix, request_suffix, request_middle,
+        prompt_suffix, response_tokens, logprobs, logprobs_format, request_base, request_prefix, request_suffix, request_middle,
         original_prefix, original_suffix, original_middle, spilled, response_message, usage, warnings, error,
         timing, provenance, metadata)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       seq,
       input.completion_id,
       input.timestamp,
@@ -190,6 +200,7 @@ export class CompletionLog {
       fields.response_tokens as ArrayBuffer | null,
       fields.logprobs as ArrayBuffer | null,
       logprobs.format,
+      requestBase,
       request.prefix,
       request.suffix,
       fields.request_middle as string | null,
@@ -329,18 +340,21 @@ export class CompletionLog {
     prompt.set(suffix, row.prompt_shared)
     const requestMiddle = (await this.#field<string>(row, 'request_middle', 'text')) ?? ''
     const originalMiddle = (await this.#field<string>(row, 'original_middle', 'text')) ?? ''
+    const originalText = base
+      ? applyTextDelta(base.originalText, { prefix: row.original_prefix, suffix: row.original_suffix, middle: originalMiddle })
+      : originalMiddle
+    const requestDelta = { prefix: row.request_prefix, suffix: row.request_suffix, middle: requestMiddle }
     const entry: Materialized = {
       seq: row.seq,
       agent: row.agent,
       api: row.api,
       depth: row.delta_depth,
       prompt,
-      requestText: base
-        ? applyTextDelta(base.requestText, { prefix: row.request_prefix, suffix: row.request_suffix, middle: requestMiddle })
-        : requestMiddle,
-      originalText: base
-        ? applyTextDelta(base.originalText, { prefix: row.original_prefix, suffix: row.original_suffix, middle: originalMiddle })
-        : originalMiddle,
+      requestText:
+        row.request_base === REQUEST_BASE_PARENT && base
+          ? applyTextDelta(base.requestText, requestDelta)
+          : applyTextDelta(originalText, requestDelta),
+      originalText,
       bytes: 0,
     }
     entry.bytes = prompt.length * 4 + (entry.requestText.length + entry.originalText.length) * 2
@@ -353,6 +367,9 @@ export class CompletionLog {
     const provenance = JSON.parse(row.provenance) as CompletionRecord['provenance']
     const request = JSON.parse(full.requestText) as Record<string, unknown>
     for (const key of Object.keys(ENGINE_CAPTURE_PARAMS[provenance.upstream_kind])) delete request[key]
+    // Streaming is the harness's choice, recorded as `stream`; the engine is always called without it.
+    delete request.stream
+    delete request.stream_options
     const responseTokens = unpackTokens(await this.#field<ArrayBuffer>(row, 'response_tokens', 'bytes'))
     const logprobs = unpackLogprobs(row.logprobs_format, await this.#field<ArrayBuffer>(row, 'logprobs', 'bytes'))
     return {

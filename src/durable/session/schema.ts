@@ -30,6 +30,7 @@ const MIGRATIONS: readonly string[] = [
      response_tokens BLOB,
      logprobs BLOB,
      logprobs_format INTEGER NOT NULL,
+     request_base INTEGER NOT NULL,
      request_prefix INTEGER NOT NULL,
      request_suffix INTEGER NOT NULL,
      request_middle TEXT,

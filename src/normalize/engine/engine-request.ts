@@ -44,6 +44,27 @@ function renameReasoningForVllm(messages: ChatRequest['messages']): ChatRequest[
   return changed ? out : messages
 }
 
+/**
+ * The engine body as text. When the harness already spoke OpenAI chat and nothing in its messages had
+ * to change, the body is the harness's own bytes with the overrides appended as trailing keys (JSON
+ * parsers — Python's `json`, orjson, `JSON.parse` — keep the last duplicate): no re-serialization of a
+ * large body on the hot path, and storage can code it as a tiny delta of the original.
+ */
+export function engineRequestText(
+  engineBody: ChatRequest,
+  source: { request: ChatRequest; body: unknown; text: string },
+  options: EngineRequestOptions,
+): string {
+  const untouched = source.request === source.body && engineBody.messages === source.request.messages
+  const end = untouched ? source.text.lastIndexOf('}') : -1
+  if (end < 0) return JSON.stringify(engineBody)
+  const overrides: Record<string, unknown> = { stream: false, ...ENGINE_CAPTURE_PARAMS[options.kind] }
+  if ('stream_options' in source.request) overrides.stream_options = null
+  if (options.servedModel) overrides.model = options.servedModel
+  const appended = JSON.stringify(overrides).slice(1, -1)
+  return `${source.text.slice(0, end)},${appended}}`
+}
+
 /** The sampling parameters as sent (provenance), without the messages and tools themselves. */
 export function samplingParams(body: ChatRequest): Record<string, unknown> {
   const { messages: _messages, tools: _tools, ...params } = body

@@ -8,7 +8,7 @@
  * the engine call and the completion is recorded as `abandoned` (kept, never trainable).
  */
 import type { ProviderAdapter, ResponseContext } from '../../normalize/adapter.ts'
-import { buildEngineRequest } from '../../normalize/engine/engine-request.ts'
+import { buildEngineRequest, engineRequestText } from '../../normalize/engine/engine-request.ts'
 import { SSE_HEADERS } from '../../normalize/sse.ts'
 import type { EdgeConfig } from '../config.ts'
 import { type UpstreamOutcome, callUpstream } from './call-upstream.ts'
@@ -38,16 +38,18 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   const { env, config, request, url } = context
   const access = await authenticateSession(env, config, request, url, context.path)
   const originalText = await readBodyText(request, config.maxBodyBytes)
-  const parsed = adapter.parseRequest(parseJsonBody(originalText), url)
+  const body = parseJsonBody(originalText)
+  const parsed = adapter.parseRequest(body, url)
   const upstream = access.config.upstream
-  const engineBody = buildEngineRequest(parsed.request, { kind: upstream.kind, servedModel: upstream.served_model })
+  const engineOptions = { kind: upstream.kind, servedModel: upstream.served_model }
+  const engineBody = buildEngineRequest(parsed.request, engineOptions)
   const facts: CallFacts = {
     adapter,
     access,
     parsed,
     completionId: newCompletionId(),
     engineBody,
-    requestText: JSON.stringify(engineBody),
+    requestText: engineRequestText(engineBody, { request: parsed.request, body, text: originalText }, engineOptions),
     originalText,
     startedAt,
     startedClock,

@@ -1,0 +1,101 @@
+/**
+ * @module engine/cli
+ * `npm run engine -- --port 8000 [--policy scripted|script|drift] [--script turns.json]
+ * [--seed N] [--latency-ms N] [--token-delay-ms N] [--served-model NAME] [--max-model-len N]
+ * [--drift-rate R] [--accept-any-model] [--host 127.0.0.1]`
+ */
+
+import { readFileSync } from 'node:fs'
+import { parseArgs } from 'node:util'
+import { isPolicyName, POLICY_NAMES } from './policy/registry.ts'
+import { type ScriptTurn, scriptSchema } from './policy/script.ts'
+import { DEFAULT_HOST, DEFAULT_MAX_MODEL_LEN, DEFAULT_SERVED_MODEL, startEngine } from './server.ts'
+
+const DEFAULT_PORT = 8000
+
+const USAGE = `Rollgate stand-in inference engine (vLLM-compatible, Qwen3 tokenizer + chat template)
+
+Options:
+  --port <n>             port (default ${DEFAULT_PORT}; 0 = ephemeral)
+  --host <addr>          bind address (default ${DEFAULT_HOST})
+  --policy <name>        ${POLICY_NAMES.join(' | ')} (default scripted)
+  --script <file.json>   turns for the script policy: [{content?, reasoning?, tool_calls?: [{name, arguments}]}]
+  --seed <n>             seed for policies and logprobs (default 0)
+  --latency-ms <n>       delay before each generation response (default 0)
+  --token-delay-ms <n>   extra delay per sampled token / SSE frame (default 0)
+  --served-model <name>  model name (default ${DEFAULT_SERVED_MODEL})
+  --max-model-len <n>    context window (default ${DEFAULT_MAX_MODEL_LEN})
+  --drift-rate <r>       share of eligible tokens re-split in drift mode (default 0.2)
+  --accept-any-model     do not answer 404 for unknown "model" values
+  --help                 show this help`
+
+function integerOption(values: Record<string, unknown>, name: string, fallback: number): number {
+  const raw = values[name]
+  if (raw === undefined) return fallback
+  const value = Number(raw)
+  if (!Number.isFinite(value) || value < 0)
+    throw new Error(`--${name} must be a non-negative number`)
+  return value
+}
+
+function loadScript(path: string): ScriptTurn[] {
+  const parsed = scriptSchema.safeParse(JSON.parse(readFileSync(path, 'utf8')))
+  if (!parsed.success) throw new Error(`--script ${path}: ${parsed.error.message}`)
+  return parsed.data
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      port: { type: 'string' },
+      host: { type: 'string' },
+      policy: { type: 'string' },
+      script: { type: 'string' },
+      seed: { type: 'string' },
+      'latency-ms': { type: 'string' },
+      'token-delay-ms': { type: 'string' },
+      'served-model': { type: 'string' },
+      'max-model-len': { type: 'string' },
+      'drift-rate': { type: 'string' },
+      'accept-any-model': { type: 'boolean' },
+      help: { type: 'boolean' },
+    },
+  })
+  if (values.help === true) {
+    console.log(USAGE)
+    return
+  }
+  const policy = values.policy ?? (values.script === undefined ? 'scripted' : 'script')
+  if (!isPolicyName(policy)) throw new Error(`--policy must be one of ${POLICY_NAMES.join(', ')}`)
+  const engine = await startEngine({
+    port: integerOption(values, 'port', DEFAULT_PORT),
+    host: values.host ?? DEFAULT_HOST,
+    policy,
+    script: values.script === undefined ? null : loadScript(values.script),
+    seed: integerOption(values, 'seed', 0),
+    latencyMs: integerOption(values, 'latency-ms', 0),
+    tokenDelayMs: integerOption(values, 'token-delay-ms', 0),
+    servedModel: values['served-model'] ?? DEFAULT_SERVED_MODEL,
+    maxModelLen: integerOption(values, 'max-model-len', DEFAULT_MAX_MODEL_LEN),
+    ...(values['drift-rate'] === undefined ? {} : { driftRate: Number(values['drift-rate']) }),
+    acceptAnyModel: values['accept-any-model'] === true,
+  })
+  const state = engine.stats().policy
+  console.log(
+    `stand-in engine listening on ${engine.url} (OpenAI base ${engine.url}/v1; ` +
+      `policy ${state.policy}, seed ${state.seed})`,
+  )
+  const shutdown = () => {
+    engine.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    )
+  }
+  process.once('SIGINT', shutdown)
+  process.once('SIGTERM', shutdown)
+}
+
+main().catch((error: unknown) => {
+  console.error(`engine: ${(error as Error).message}`)
+  process.exit(1)
+})
