@@ -37,6 +37,7 @@ const { values } = parseArgs({
     'max-seconds': { type: 'string', default: '20' },
     /** `miniflare` (workerd directly) or `wrangler` (`wrangler dev`, adds its dev-server proxy). */
     runtime: { type: 'string', default: 'miniflare' },
+    sizes: { type: 'string', default: '2KB,54KB,524KB' },
   },
 })
 
@@ -92,7 +93,8 @@ try {
   const rounds = Number(values.rounds)
   const maxMs = Number(values['max-seconds']) * 1000
   const tokens = await Promise.all(Array.from({ length: 16 }, () => createSession(edge.url, stub.url)))
-  for (const size of SIZES) {
+  const sizes = SIZES.filter((size) => (values.sizes ?? '').split(',').includes(size.name))
+  for (const size of sizes) {
     const body = Buffer.from(JSON.stringify(chatBody(size.bytes)))
     for (const concurrency of [1, 16]) {
       const count = Number(concurrency === 1 ? values['c1-count'] : values['c16-count'])
@@ -138,12 +140,12 @@ try {
   figures.captures_stored = stored
   figures.runtime = values.runtime
   figures.peers = PEERS
-  const added = (figures['54KB_c1'] as { added_p50_ms: number }).added_p50_ms
+  const added = (figures['54KB_c1'] as { added_p50_ms: number } | undefined)?.added_p50_ms ?? null
   figures.verdict = {
     added_latency_c1_54KB_ms: added,
     target_ms: Math.min(PEERS.added_latency_c1_54KB_ms.portkey, PEERS.added_latency_c1_54KB_ms.agent_trace) / 2,
     throughput_c16_vs_best_peer: Object.fromEntries(
-      SIZES.map((s) => [s.name, Math.round(((figures[`${s.name}_c16`] as { edge: LoadResult }).edge.throughput / PEERS.throughput_c16_req_s[s.name as '2KB']) * 100) / 100]),
+      sizes.map((s) => [s.name, Math.round(((figures[`${s.name}_c16`] as { edge: LoadResult }).edge.throughput / PEERS.throughput_c16_req_s[s.name as '2KB']) * 100) / 100]),
     ),
   }
 } finally {

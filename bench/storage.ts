@@ -38,10 +38,8 @@ try {
     { role: 'system', content: `You are a coding agent.\n${'Follow the repository conventions. '.repeat(120)}` },
     { role: 'user', content: 'Investigate why config loading fails and fix it.' },
   ]
-  let promptTokensWhole = 0
   for (let turn = 0; turn < TURNS; turn++) {
     const response = await client.chat.completions.create({ model: 'bench', messages, tools: TOOLS, chat_template_kwargs: { enable_thinking: false } } as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming)
-    promptTokensWhole += response.usage?.prompt_tokens ?? 0
     const message = response.choices[0]!.message
     // Keep the history growing like a real agent: its answer, then ~300 tokens of tool output.
     const callId = `call_${turn}`

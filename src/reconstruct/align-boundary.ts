@@ -50,7 +50,8 @@ export interface BoundaryTail {
 }
 
 export type Alignment =
-  | { kind: 'retry'; lcp: number }
+  /** The same prompt again, possibly modulo bounded edits (a fresh nonce on a client retry). */
+  | { kind: 'retry'; lcp: number; edits: PromptEdit[] }
   | { kind: 'continue'; lcp: number; edits: PromptEdit[]; tail: BoundaryTail; strictRuleMerge: boolean }
   | { kind: 'break'; lcp: number; reason: BreakReason; related: boolean }
 
@@ -95,7 +96,7 @@ export function alignToTip(
 ): Alignment {
   const pLength = P.length
   const lcp = commonPrefixFrom(P, Q, Math.max(0, Math.min(lowerBound, pLength, Q.length)))
-  if (lcp === pLength && Q.length === pLength) return { kind: 'retry', lcp }
+  if (lcp === pLength && Q.length === pLength) return { kind: 'retry', lcp, edits: [] }
 
   const edits: PromptEdit[] = []
   const firstEot = options.previousFirstEot
@@ -124,6 +125,7 @@ export function alignToTip(
   }
 
   const tailLength = pLength - p
+  if (tailLength === 0 && q === Q.length) return { kind: 'retry', lcp, edits }
   // A rewritten tail or earlier edits are only tolerated inside the same conversation.
   if ((tailLength > 0 || edits.length > 0) && !sameConversation(P, p, firstEot)) {
     return breakAt(P, R, Q, lcp, p, firstEot)

@@ -24,7 +24,7 @@
  */
 import type { CompletionRecord } from '../contract/completion-record.ts'
 import type { BreakReason, DriftReason } from '../contract/trajectory.ts'
-import { type AlignOptions, alignToTip } from './align-boundary.ts'
+import { type AlignOptions, alignToTip, type PromptEdit } from './align-boundary.ts'
 import type { PrefixMergingConfig } from './config.ts'
 import { applyBoundary } from './drift-regions.ts'
 import {
@@ -124,7 +124,7 @@ export function chainRecords(
     }
   }
 
-  const handleRetry = (segment: Segment, record: CompletionRecord) => {
+  const handleRetry = (segment: Segment, record: CompletionRecord, edits: readonly PromptEdit[]) => {
     const current = tip(segment).record
     if (config.retry_policy === 'keep_first') {
       open(record, {
@@ -135,7 +135,40 @@ export function chainRecords(
       aliases.set(record, current)
       return
     }
-    const replaced = replaceTip(segment, record)
+    // Same context; if the re-send differs by edits (a fresh nonce), re-align the tip's context.
+    const P = current.prompt_token_ids
+    const Q = record.prompt_token_ids
+    const drift =
+      edits.length === 0
+        ? undefined
+        : applyBoundary(segment.drift, {
+            P,
+            Q,
+            rStart: tipResponseStart(segment),
+            rLength: 0,
+            edits,
+            tail: { p: P.length, q: Q.length, newEnd: Q.length, interStart: Q.length, exact: true },
+            streamSlice: (start, end) => streamSlice(segment, start, end),
+            classify: classifier(Q),
+          })
+    if (drift !== undefined && drift.state.total > config.max_context_drift_tokens) {
+      open(
+        record,
+        {
+          origin: 'break',
+          parent: segment.index,
+          breakReason: drift.boundaryReason ?? 'template_rewrite',
+          breakDetail: {
+            context_drift_tokens: drift.state.total,
+            max_context_drift_tokens: config.max_context_drift_tokens,
+            previous_completion_id: current.completion_id,
+          },
+        },
+        segment.chain,
+      )
+      return
+    }
+    const replaced = replaceTip(segment, record, drift)
     aliases.set(replaced, record)
     placement.set(record, segment)
     const previous = (segment.retryInfo?.replaced_attempts as string[] | undefined) ?? []
@@ -157,7 +190,7 @@ export function chainRecords(
       previousFirstEot: segment.tipFirstEot,
     })
     if (alignment.kind === 'retry') {
-      handleRetry(segment, record)
+      handleRetry(segment, record, alignment.edits)
       return { kind: 'done' }
     }
     if (alignment.kind === 'break') {

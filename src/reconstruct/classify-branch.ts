@@ -30,21 +30,31 @@ export function labelBranches(segments: readonly Segment[]): void {
     else list.push(segment)
   }
 
-  // Main chain per agent: most completions among chains that started as a root.
-  const mainChain = new Map<string, { chain: number; size: number; firstSeq: number }>()
+  // Main chain per agent: most completions among chains that started as a root; then one that
+  // offers tools (side calls do not); then the earliest.
+  const mainChain = new Map<string, { chain: number; rank: [number, number, number] }>()
   for (const [chain, list] of chains) {
     const first = list[0] as Segment
     if (first.origin !== 'root') continue
     const size = list.reduce((sum, segment) => sum + segment.turns.length, 0)
+    const firstRecord = first.turns[0]?.record
+    const tools = firstRecord !== undefined && requestTools(firstRecord) !== null ? 1 : 0
+    const rank: [number, number, number] = [size, tools, -first.firstSeq]
     const best = mainChain.get(first.agent)
-    if (best === undefined || size > best.size || (size === best.size && first.firstSeq < best.firstSeq)) {
-      mainChain.set(first.agent, { chain, size, firstSeq: first.firstSeq })
-    }
+    if (best === undefined || compareRank(rank, best.rank) > 0) mainChain.set(first.agent, { chain, rank })
   }
 
   for (const segment of segments) {
     segment.branch = labelOf(segment, segments, chains, mainChain.get(segment.agent)?.chain)
   }
+}
+
+function compareRank(a: readonly number[], b: readonly number[]): number {
+  for (let i = 0; i < a.length; i++) {
+    const diff = (a[i] ?? 0) - (b[i] ?? 0)
+    if (diff !== 0) return diff
+  }
+  return 0
 }
 
 function labelOf(

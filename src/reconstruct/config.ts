@@ -27,8 +27,12 @@ export const prefixMergingConfigSchema = z.strictObject({
    * boundary when it starts at most this many tokens before the previous prompt's end.
    */
   boundary_window_tokens: z.number().int().nonnegative().default(32),
-  /** How far (tokens, each side) an edit earlier in the prompt may shift the rest of it. */
-  resync_window_tokens: z.number().int().positive().default(64),
+  /**
+   * Largest edit earlier in the prompt (tokens, each side) after which the prompts must
+   * re-synchronize, e.g. a billing-header nonce (`cch=…`, a few tokens). A different system prompt
+   * differs by more and starts a new chain.
+   */
+  resync_window_tokens: z.number().int().positive().default(16),
   /** Tokens that must match to re-synchronize after an edit. */
   resync_anchor_tokens: z.number().int().positive().default(8),
   /** Maximum separate edits before the boundary (e.g. nonces) per turn. */

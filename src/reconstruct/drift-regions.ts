@@ -4,14 +4,14 @@
  *
  * The trainer conditions turn k on `C_k` = the segment's tokens before turn k's first sampled token.
  * The model saw `P_k` (turn k's real prompt). A segment keeps an alignment of `C_k` to `P_k`: they
- * are identical except inside *regions*, each a pair of ranges `C[cs, ce)` ↔ `P_k[qs, qe)` trimmed
- * of common leading and trailing tokens. Between regions the two sequences match token for token,
- * shifted by a constant offset.
+ * are identical except inside *regions*, each a pair of ranges `C[cs, ce)` ↔ `P_k[qs, qe)` that
+ * differ at both ends. Between regions the two sequences match token for token, shifted by a
+ * constant offset.
  *
  * Drift measure (documented in README): `context_drift_tokens(k) = Σ max(ce − cs, qe − qs)` over
  * the regions — per region the length of the non-shared middle after longest-common-prefix and
- * -suffix trimming, i.e. an upper bound of the token edit distance of that region. It is 0 exactly
- * when `C_k === P_k`.
+ * -suffix trimming (split further at common anchor runs, `diffRegions`), an upper bound of the
+ * token edit distance. It is 0 exactly when `C_k === P_k`.
  *
  * When turn k+1 arrives, `P_k → P_{k+1}` is known as a list of edits plus the boundary (where the
  * previous raw response `R_k` is replayed). Regions touching an edit or the boundary are merged
@@ -21,7 +21,7 @@
  */
 import type { DriftReason } from '../contract/trajectory.ts'
 import type { BoundaryTail, PromptEdit } from './align-boundary.ts'
-import { type Tokens, trimCommon } from './token-ops.ts'
+import { diffRegions, type Tokens } from './token-ops.ts'
 
 export interface DriftRegion {
   /** Range in the segment stream (`prompt_ids ++ response_ids`). */
@@ -168,22 +168,21 @@ export function applyBoundary(state: DriftState, input: BoundaryDriftInput): Bou
       const qEnd = hasTail ? tail.newEnd : end + shift + editDelta
       const streamTokens = input.streamSlice(cStart, cEnd)
       const promptTokens = Q.slice(qStart, qEnd)
-      const { prefix, suffix } = trimCommon(streamTokens, promptTokens)
-      const streamMiddle = streamTokens.slice(prefix, streamTokens.length - suffix)
-      const promptMiddle = promptTokens.slice(prefix, promptTokens.length - suffix)
-      const drift = Math.max(streamMiddle.length, promptMiddle.length)
-      if (drift > 0) {
+      for (const part of diffRegions(streamTokens, promptTokens)) {
+        const streamMiddle = streamTokens.slice(part.aStart, part.aEnd)
+        const promptMiddle = promptTokens.slice(part.bStart, part.bEnd)
+        const drift = Math.max(streamMiddle.length, promptMiddle.length)
         const reason = input.classify(
           streamMiddle,
           promptMiddle,
           hasTail ? 'boundary' : 'edit',
-          qStart + prefix,
+          qStart + part.bStart,
         )
         next.push({
-          cs: cStart + prefix,
-          ce: cEnd - suffix,
-          qs: qStart + prefix,
-          qe: qEnd - suffix,
+          cs: cStart + part.aStart,
+          ce: cStart + part.aEnd,
+          qs: qStart + part.bStart,
+          qe: qStart + part.bEnd,
           drift,
           reason,
         })

@@ -223,10 +223,15 @@ export function appendTurn(segment: Segment, record: CompletionRecord, turn: App
 }
 
 /**
- * Replace the tip completion by a re-send of the same prompt (same context, so same interstitial
- * and drift): truncate the tip's sampled tokens and message, append the new ones.
+ * Replace the tip completion by a re-send of the same prompt (same context, same interstitial;
+ * `drift` when the re-send differs by edits such as a fresh nonce): truncate the tip's sampled
+ * tokens and message, append the new ones.
  */
-export function replaceTip(segment: Segment, record: CompletionRecord): CompletionRecord {
+export function replaceTip(
+  segment: Segment,
+  record: CompletionRecord,
+  drift?: { state: DriftState; boundaryDrift: number },
+): CompletionRecord {
   const old = segment.turns.pop() as TurnState
   segment.response.length = old.responseOffset
   segment.mask.length = old.responseOffset
@@ -238,13 +243,21 @@ export function replaceTip(segment: Segment, record: CompletionRecord): Completi
   }
   const pushed = pushResponse(segment, record)
   segment.lastAppendSeq = record.seq
-  segment.turns.push({
+  const turn: TurnState = {
     ...old,
     record,
     responseOffset: pushed.offset,
     responseLength: record.response_token_ids.length,
     messageIndex: pushed.message,
-  })
+  }
+  if (drift !== undefined) {
+    segment.drift = drift.state
+    turn.contextDrift = drift.state.total
+    turn.boundaryDrift = drift.boundaryDrift
+    turn.driftReason = dominantReason(drift.state.byReason as Record<string, number>)
+    turn.driftByReason = { ...drift.state.byReason }
+  }
+  segment.turns.push(turn)
   return old.record
 }
 

@@ -89,3 +89,66 @@ export function resynchronize(
   }
   return null
 }
+
+/** A differing stretch: `a[aStart, aEnd)` vs `b[bStart, bEnd)` (one side may be empty). */
+export interface DiffRegion {
+  aStart: number
+  aEnd: number
+  bStart: number
+  bEnd: number
+}
+
+/** Tokens that must match to split a difference into two (anchor of `diffRegions`). */
+export const DIFF_ANCHOR_TOKENS = 4
+const DIFF_MAX_DEPTH = 16
+
+function anchorKey(tokens: Tokens, at: number): string {
+  let key = ''
+  for (let i = 0; i < DIFF_ANCHOR_TOKENS; i++) key += `${tokens[at + i]},`
+  return key
+}
+
+/**
+ * The differing stretches of `a` and `b`: trim the common prefix and suffix, then split what is
+ * left around the first run of `DIFF_ANCHOR_TOKENS` tokens common to both (first occurrence in
+ * `b`), recursively (bounded depth). Linear per level. Returns nothing exactly when `a` equals `b`.
+ * Two separate rewrites (e.g. a dropped think scaffold and a re-tokenized word further on) come
+ * out as two small regions instead of one span covering everything between them.
+ */
+export function diffRegions(a: Tokens, b: Tokens): DiffRegion[] {
+  const out: DiffRegion[] = []
+  const visit = (aStart: number, aEnd: number, bStart: number, bEnd: number, depth: number) => {
+    while (aStart < aEnd && bStart < bEnd && a[aStart] === b[bStart]) {
+      aStart++
+      bStart++
+    }
+    while (aEnd > aStart && bEnd > bStart && a[aEnd - 1] === b[bEnd - 1]) {
+      aEnd--
+      bEnd--
+    }
+    if (aStart === aEnd && bStart === bEnd) return
+    if (
+      depth < DIFF_MAX_DEPTH &&
+      aEnd - aStart >= DIFF_ANCHOR_TOKENS &&
+      bEnd - bStart >= DIFF_ANCHOR_TOKENS
+    ) {
+      const firstInB = new Map<string, number>()
+      for (let j = bStart; j + DIFF_ANCHOR_TOKENS <= bEnd; j++) {
+        const key = anchorKey(b, j)
+        if (!firstInB.has(key)) firstInB.set(key, j)
+      }
+      for (let i = aStart; i + DIFF_ANCHOR_TOKENS <= aEnd; i++) {
+        const j = firstInB.get(anchorKey(a, i))
+        if (j === undefined) continue
+        let run = DIFF_ANCHOR_TOKENS
+        while (i + run < aEnd && j + run < bEnd && a[i + run] === b[j + run]) run++
+        visit(aStart, i, bStart, j, depth + 1)
+        visit(i + run, aEnd, j + run, bEnd, depth + 1)
+        return
+      }
+    }
+    out.push({ aStart, aEnd, bStart, bEnd })
+  }
+  visit(0, a.length, 0, b.length, 0)
+  return out
+}

@@ -102,7 +102,7 @@ describe('SessionObject capture', () => {
   it('spills a >2 MB request to R2 and reads it back byte for byte', async () => {
     const stub = stubFor('spill')
     await stub.create(sessionConfig('spill'))
-    const big = 'x'.repeat(2_500_000) + 'ü🙂'
+    const big = `${'x'.repeat(2_500_000)}ü🙂`
     const originalText = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: big }] })
     const prompt = Uint32Array.from({ length: 700_000 }, (_, i) => i % 150000)
     await stub.record(completionInput({ completion_id: 'cmpl_big', original_text: originalText, request_text: originalText, prompt_token_ids: prompt }))

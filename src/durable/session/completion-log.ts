@@ -241,6 +241,18 @@ export class CompletionLog {
     return out
   }
 
+  /** Every record, in arrival order (paged internally so memory holds one page of rows at a time). */
+  async all(): Promise<CompletionRecord[]> {
+    const out: CompletionRecord[] = []
+    for (let after = -1; ; ) {
+      const page = await this.list(after, 200)
+      out.push(...page)
+      const last = page.at(-1)
+      if (!last || page.length < 200) return out
+      after = last.seq
+    }
+  }
+
   async get(seq: number): Promise<CompletionRecord | null> {
     const row = this.#sql.first<CompletionRow>('SELECT * FROM rg_completions WHERE seq = ?', seq)
     return row ? this.#toRecord(row) : null

@@ -6,22 +6,30 @@
  */
 import { DurableObject } from 'cloudflare:workers'
 import type { CompletionRecord } from '../../contract/completion-record.ts'
+import type { BuilderName, Trajectory } from '../../contract/trajectory.ts'
+import { reconstructTrajectory, trajectoryObjectKey } from '../../reconstruct/index.ts'
 import { BlobStore } from './blob-store.ts'
 import { CompletionLog, type RecordResult, type StorageStats } from './completion-log.ts'
 import type { CompletionInput, SessionConfig } from './record.ts'
 import { ensureSchema } from './schema.ts'
 import { Sql } from './sql.ts'
-import { SessionStore } from './session-store.ts'
+import { type SessionFinalization, SessionStore } from './session-store.ts'
 
 export interface SessionSummary {
   config: SessionConfig
   completion_count: number
   storage: StorageStats
+  finalized: SessionFinalization | null
+}
+
+export interface TrajectoryRequest {
+  builder: BuilderName
+  config?: Record<string, unknown>
 }
 
 /** What callers see through the stub: every method, promisified (typed here, not by RPC inference). */
 type Rpc<T> = { [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<Awaited<R>> : never }
-export type SessionRpc = Rpc<Pick<SessionObject, 'create' | 'config' | 'record' | 'completions' | 'summary'>>
+export type SessionRpc = Rpc<Pick<SessionObject, 'create' | 'config' | 'record' | 'completions' | 'summary' | 'trajectory' | 'finalize'>>
 
 export class SessionObject extends DurableObject<Env> {
   readonly #sql: Sql
@@ -55,7 +63,40 @@ export class SessionObject extends DurableObject<Env> {
     const config = this.#store.config()
     if (!config) return null
     const log = this.#requireLog()
-    return { config, completion_count: log.count(), storage: log.stats() }
+    return { config, completion_count: log.count(), storage: log.stats(), finalized: this.#store.finalization() }
+  }
+
+  /** The session's trajectory, rebuilt from the durable log (never from memory). */
+  async trajectory(request: TrajectoryRequest): Promise<Trajectory> {
+    const config = this.#requireConfig()
+    return reconstructTrajectory(await this.#requireLog().all(), {
+      builder: request.builder,
+      ...(request.config ? { config: request.config } : {}),
+      session: { session_id: config.session_id, task_id: config.task_id, metadata: config.metadata },
+    })
+  }
+
+  /** Build the trajectory and write it to R2 (`trajectories/<session_id>/<builder>.json`). */
+  async finalize(request: TrajectoryRequest): Promise<SessionFinalization> {
+    const config = this.#requireConfig()
+    const trajectory = await this.trajectory(request)
+    const key = trajectoryObjectKey(config.session_id, request.builder)
+    await this.env.BLOBS.put(key, JSON.stringify(trajectory), { httpMetadata: { contentType: 'application/json' } })
+    const finalization: SessionFinalization = {
+      finalized_at: new Date().toISOString(),
+      builder: request.builder,
+      trajectory_key: key,
+      trace_count: trajectory.traces.length,
+      completion_count: this.#requireLog().count(),
+    }
+    this.#store.setFinalization(finalization)
+    return finalization
+  }
+
+  #requireConfig(): SessionConfig {
+    const config = this.#store.config()
+    if (!config) throw new Error('session not initialized')
+    return config
   }
 
   #requireLog(): CompletionLog {

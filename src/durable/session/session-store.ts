@@ -3,6 +3,15 @@
  * The session's own config and state, kept in `rg_meta` as JSON. Plain class over `Sql`.
  */
 import type { SessionConfig } from './record.ts'
+
+/** Where a finalized session's trajectory was written, and when. */
+export interface SessionFinalization {
+  finalized_at: string
+  builder: string
+  trajectory_key: string
+  trace_count: number
+  completion_count: number
+}
 import type { Sql } from './sql.ts'
 
 export class SessionStore {
@@ -19,6 +28,15 @@ export class SessionStore {
       this.#config = row ? (JSON.parse(row.value) as SessionConfig) : null
     }
     return this.#config
+  }
+
+  finalization(): SessionFinalization | null {
+    const row = this.#sql.first<{ value: string }>("SELECT value FROM rg_meta WHERE key = 'finalized'")
+    return row ? (JSON.parse(row.value) as SessionFinalization) : null
+  }
+
+  setFinalization(finalization: SessionFinalization): void {
+    this.#sql.run("INSERT OR REPLACE INTO rg_meta (key, value) VALUES ('finalized', ?)", JSON.stringify(finalization))
   }
 
   /** Create once; a second create with the same id returns the stored config unchanged. */

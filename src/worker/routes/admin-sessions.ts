@@ -5,6 +5,15 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
 import { upstreamKindSchema } from '../../contract/completion-record.ts'
+import { builderNameSchema } from '../../contract/trajectory.ts'
+import {
+  parsePrefixMergingConfig,
+  toJsonl,
+  toNemoGymRows,
+  toSessionResult,
+  toSftRows,
+  toSftTokenRows,
+} from '../../reconstruct/index.ts'
 import type { SessionConfig } from '../../durable/session/record.ts'
 import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { createSessionToken } from '../auth/session-token.ts'
@@ -111,7 +120,67 @@ adminSessions.get('/:id', async (c) => {
     metadata: summary.config.metadata,
     completion_count: summary.completion_count,
     storage: summary.storage,
+    finalized: summary.finalized,
   })
+})
+
+const trajectoryQuerySchema = z.object({
+  builder: builderNameSchema.default('prefix_merging'),
+  config: z.record(z.string(), z.unknown()).optional(),
+  format: z.enum(['trajectory', 'session_result', 'nemo-gym', 'sft', 'sft-tokens']).default('trajectory'),
+})
+
+function trajectoryQuery(query: Record<string, string>) {
+  let config: unknown
+  if (query.config !== undefined) {
+    try {
+      config = JSON.parse(query.config)
+    } catch {
+      throw new GatewayError(400, 'invalid_request', 'config must be a JSON object', 'config')
+    }
+  }
+  return checkBuilderConfig(parseOrThrow(trajectoryQuerySchema, { ...query, config }))
+}
+
+/** Reject a bad builder config with a 400 here, before the session does any work. */
+function checkBuilderConfig<T extends { builder: string; config?: Record<string, unknown> | undefined }>(request: T): T {
+  if (request.builder !== 'prefix_merging' || !request.config) return request
+  try {
+    parsePrefixMergingConfig(request.config)
+  } catch (error) {
+    throw new GatewayError(400, 'invalid_request', `invalid prefix_merging config: ${(error as Error).message}`, 'config')
+  }
+  return request
+}
+
+/** Trajectory of a session (`?builder=per_request|prefix_merging&config={…}&format=…`). */
+adminSessions.get('/:id/trajectory', async (c) => {
+  const query = trajectoryQuery(c.req.query())
+  const stub = sessionStub(c.env, c.req.param('id'))
+  const config = await stub.config()
+  if (!config) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
+  const trajectory = await stub.trajectory({ builder: query.builder, ...(query.config ? { config: query.config } : {}) })
+  switch (query.format) {
+    case 'trajectory':
+      return c.json(trajectory)
+    case 'session_result':
+      return c.json(toSessionResult(trajectory, { session_id: config.session_id, ...(config.task_id ? { task_id: config.task_id } : {}) }))
+    case 'nemo-gym':
+      return c.body(toJsonl(toNemoGymRows(trajectory)), 200, { 'content-type': 'application/x-ndjson' })
+    case 'sft':
+      return c.body(toJsonl(toSftRows(trajectory)), 200, { 'content-type': 'application/x-ndjson' })
+    case 'sft-tokens':
+      return c.body(toJsonl(toSftTokenRows(trajectory)), 200, { 'content-type': 'application/x-ndjson' })
+  }
+})
+
+/** Build the trajectory and write it to R2; body `{builder?, config?}`. */
+adminSessions.post('/:id/finalize', async (c) => {
+  const text = await readBodyText(c.req.raw, 1024 * 1024)
+  const body = checkBuilderConfig(parseOrThrow(trajectoryQuerySchema.omit({ format: true }), text.trim() ? parseJsonBody(text) : {}))
+  const stub = sessionStub(c.env, c.req.param('id'))
+  if (!(await stub.config())) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
+  return c.json(await stub.finalize({ builder: body.builder, ...(body.config ? { config: body.config } : {}) }))
 })
 
 adminSessions.get('/:id/completions', async (c) => {
