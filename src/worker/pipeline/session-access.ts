@@ -11,8 +11,26 @@ import type { EdgeConfig } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 
 const AGENT_LABEL = /^[A-Za-z0-9_.:-]{1,64}$/
-const CONFIG_CACHE_LIMIT = 10_000
+const CACHE_LIMIT = 10_000
 const configCache = new Map<string, SessionConfig>()
+/** Verified token → session id: an HMAC check per call is wasted work once a token has verified. */
+const verifiedTokens = new Map<string, string>()
+let verifiedUnderKey: string | null = null
+
+async function sessionIdOf(credential: string, signingKey: string): Promise<string | null> {
+  if (verifiedUnderKey !== signingKey) {
+    verifiedTokens.clear()
+    verifiedUnderKey = signingKey
+  }
+  const known = verifiedTokens.get(credential)
+  if (known) return known
+  const sessionId = await verifySessionToken(credential, signingKey)
+  if (sessionId) {
+    if (verifiedTokens.size >= CACHE_LIMIT) verifiedTokens.clear()
+    verifiedTokens.set(credential, sessionId)
+  }
+  return sessionId
+}
 
 export interface SessionAccess {
   sessionId: string
@@ -35,7 +53,7 @@ export async function authenticateSession(
   const credential = presentedCredential(request, url, path.token)
   if (!credential) throw new GatewayError(401, 'authentication', 'missing session token: send it as the API key')
   if (!config.signingKey) throw new GatewayError(503, 'internal', 'edge has no signing key configured')
-  const sessionId = await verifySessionToken(credential, config.signingKey)
+  const sessionId = await sessionIdOf(credential, config.signingKey)
   if (!sessionId) throw new GatewayError(401, 'authentication', 'invalid session token')
   const agent = path.agent ?? request.headers.get('x-rollgate-agent') ?? 'main'
   if (!AGENT_LABEL.test(agent)) {
@@ -47,7 +65,7 @@ export async function authenticateSession(
     const stored = await stub.config()
     if (!stored) throw new GatewayError(401, 'authentication', 'session does not exist')
     sessionConfig = stored
-    if (configCache.size >= CONFIG_CACHE_LIMIT) configCache.clear()
+    if (configCache.size >= CACHE_LIMIT) configCache.clear()
     configCache.set(sessionId, sessionConfig)
   }
   return { sessionId, agent, stub, config: sessionConfig }
