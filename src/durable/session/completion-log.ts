@@ -26,6 +26,12 @@ const CACHE_BUDGET_BYTES = 24 * 1024 * 1024
 const REQUEST_BASE_PARENT = 0
 /** …or of this completion's own original body (same-dialect harnesses: nearly identical). */
 const REQUEST_BASE_ORIGINAL = 1
+/**
+ * Candidate delta bases: the most recent completions only. A new prompt extends a recent one (the
+ * same conversation, or a parallel sub-agent's); comparing against every cached prompt would make
+ * each record O(cache) instead of O(prompt).
+ */
+const RECENT_BASES = 16
 /** Completions reloaded as delta bases after the object wakes. */
 const WARM_BASES = 8
 
@@ -106,6 +112,8 @@ export class CompletionLog {
   readonly #sessionId: string
   readonly #cache = new Map<number, Materialized>()
   #cacheBytes = 0
+  /** Seqs of the most recent completions, newest last (delta base candidates). */
+  readonly #recent: number[] = []
   #nextSeq: number | null = null
   #warmed = false
 
@@ -129,8 +137,7 @@ export class CompletionLog {
     const seq = this.#allocateSeq()
     await this.#warm()
     const prompt = input.prompt_token_ids ?? EMPTY_TOKENS
-    const base = this.#chooseBase(prompt, input.agent, input.api)
-    const shared = base ? commonPrefixLength(base.prompt, prompt) : 0
+    const { base, shared } = this.#chooseBase(prompt, input.agent, input.api)
     const original = base ? diffText(base.originalText, input.original_text) : { prefix: 0, suffix: 0, middle: input.original_text }
     // The body sent upstream is usually the harness's body with a few fields changed: code it against
     // that, unless the base's upstream body is closer (translated dialects).
@@ -216,6 +223,8 @@ export class CompletionLog {
       json.provenance,
       json.metadata,
     )
+    this.#recent.push(seq)
+    if (this.#recent.length > RECENT_BASES) this.#recent.shift()
     this.#remember({
       seq,
       agent: input.agent,
@@ -296,23 +305,27 @@ export class CompletionLog {
     if (this.#warmed) return
     this.#warmed = true
     const rows = this.#sql.all<{ seq: number }>('SELECT seq FROM rg_completions ORDER BY seq DESC LIMIT ?', WARM_BASES)
-    for (const { seq } of rows.reverse()) await this.#materialize(seq)
+    for (const { seq } of rows.reverse()) {
+      await this.#materialize(seq)
+      this.#recent.push(seq)
+    }
   }
 
-  #chooseBase(prompt: Uint32Array, agent: string, api: string): Materialized | null {
+  #chooseBase(prompt: Uint32Array, agent: string, api: string): { base: Materialized | null; shared: number } {
     let best: Materialized | null = null
     let bestShared = 0
     let fallback: Materialized | null = null
-    for (const entry of this.#cache.values()) {
-      if (entry.depth >= MAX_DELTA_DEPTH) continue
+    for (let i = this.#recent.length - 1; i >= 0; i--) {
+      const entry = this.#cache.get(this.#recent[i] as number)
+      if (!entry || entry.depth >= MAX_DELTA_DEPTH) continue
       const shared = commonPrefixLength(entry.prompt, prompt)
-      if (shared >= MIN_SHARED_TOKENS && shared >= bestShared) {
+      if (shared >= MIN_SHARED_TOKENS && shared > bestShared) {
         best = entry
         bestShared = shared
       }
-      if (entry.agent === agent && entry.api === api) fallback = entry
+      if (!fallback && entry.agent === agent && entry.api === api) fallback = entry
     }
-    return best ?? fallback
+    return best ? { base: best, shared: bestShared } : { base: fallback, shared: fallback ? commonPrefixLength(fallback.prompt, prompt) : 0 }
   }
 
   #remember(entry: Materialized): void {
