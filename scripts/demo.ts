@@ -59,7 +59,7 @@ try {
       ? await collectStream(await client.chat.completions.create({ model: 'demo-agent', messages, tools: TOOLS, stream: true }))
       : (await client.chat.completions.create({ model: 'demo-agent', messages, tools: TOOLS })).choices[0]!.message
     messages.push(response as OpenAI.Chat.Completions.ChatCompletionMessageParam)
-    const calls = response.tool_calls ?? []
+    const calls = (response.tool_calls ?? []).filter((call) => call.type === 'function')
     console.log(`turn ${turn + 1} (${stream ? 'streamed' : 'json'}): ${calls.length ? calls.map((c) => `${c.function.name}(${c.function.arguments})`).join(', ') : JSON.stringify(response.content)}`)
     if (calls.length === 0) break
     for (const call of calls) {
@@ -103,7 +103,7 @@ process.exit(exitCode)
 
 async function collectStream(stream: AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>) {
   let content = ''
-  const calls: OpenAI.Chat.Completions.ChatCompletionMessageToolCall[] = []
+  const calls: OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall[] = []
   for await (const chunk of stream) {
     const delta = chunk.choices[0]?.delta
     if (!delta) continue

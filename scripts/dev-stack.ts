@@ -16,10 +16,11 @@ const { values } = parseArgs({
   },
 })
 const engine = await startEngine({ port: Number(values['engine-port']) })
-const vars = { ...edgeVarsFromEnv(), ROLLGATE_UPSTREAM_URL: engine.url }
+const vars: Record<string, string> = { ...edgeVarsFromEnv(), ROLLGATE_UPSTREAM_URL: engine.url }
+const adminToken = vars.ROLLGATE_ADMIN_TOKEN ?? ''
 const edge = await startEdge({ port: Number(values.port), persistTo: values['persist-to'] ?? '.state', vars })
-console.log(`engine ${engine.url}\nedge   ${edge.url}  (admin token: ${vars.ROLLGATE_ADMIN_TOKEN})`)
-console.log(`try: curl -s -X POST ${edge.url}/v1/sessions -H 'authorization: Bearer ${vars.ROLLGATE_ADMIN_TOKEN}' -d '{}'`)
+console.log(`engine ${engine.url}\nedge   ${edge.url}  (admin token: ${adminToken})`)
+console.log(`try: curl -s -X POST ${edge.url}/v1/sessions -H 'authorization: Bearer ${adminToken}' -d '{}'`)
 const stop = async () => {
   await edge.stop()
   await engine.close()

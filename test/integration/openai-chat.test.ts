@@ -58,7 +58,7 @@ async function expectFaithful(record: CompletionRecordJson, messages: unknown[],
 }
 
 describe('OpenAI chat through the edge', () => {
-  let toolCall: OpenAI.Chat.Completions.ChatCompletionMessageToolCall
+  let toolCall: OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall
 
   it('answers a non-streaming tool call and records the exact tokens', async () => {
     const raw = await client.chat.completions.create({ model: 'gpt-harness', messages: [SYSTEM, USER], tools: TOOLS }).asResponse()
@@ -68,7 +68,7 @@ describe('OpenAI chat through the edge', () => {
     expect(json.model).toBe('gpt-harness')
     const message = json.choices[0]!.message
     expect(json.choices[0]!.finish_reason).toBe('tool_calls')
-    toolCall = message.tool_calls![0]!
+    toolCall = message.tool_calls![0] as OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall
     expect(toolCall.function.name).toBe('write_file')
     expect(JSON.parse(toolCall.function.arguments)).toMatchObject({ content: 'hi' })
 

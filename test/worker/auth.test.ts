@@ -81,10 +81,8 @@ describe('harness authentication', () => {
     const session = await createSession()
     // A bad body reaches validation only after authentication succeeded: 400 proves the token was accepted.
     const bad = { model: 'm', messages: 'not-a-list' }
-    for (const headers of [
-      { 'x-api-key': session.token },
-      { 'x-goog-api-key': session.token },
-    ]) {
+    const carriers: Record<string, string>[] = [{ 'x-api-key': session.token }, { 'x-goog-api-key': session.token }]
+    for (const headers of carriers) {
       await expectOpenaiError(await chat(null, bad, headers), 400, 'invalid_request_error', 'messages')
     }
     const viaQuery = await SELF.fetch(`${EDGE}/v1/chat/completions?key=${session.token}`, { method: 'POST', body: JSON.stringify(bad) })

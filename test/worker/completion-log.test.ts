@@ -1,6 +1,6 @@
 import { env, evictDurableObject, runInDurableObject } from 'cloudflare:test'
 import { describe, expect, it } from 'vitest'
-import type { SessionObject } from '../../src/durable/session/session-object.ts'
+import type { SessionRpc } from '../../src/durable/session/session-object.ts'
 import type { SessionConfig } from '../../src/durable/session/record.ts'
 import { completionInput, growingSession } from '../support/records.ts'
 
@@ -16,7 +16,7 @@ function sessionConfig(sessionId: string): SessionConfig {
 }
 
 function stubFor(name: string) {
-  return env.SESSIONS.get(env.SESSIONS.idFromName(name)) as DurableObjectStub<SessionObject>
+  return env.SESSIONS.get(env.SESSIONS.idFromName(name)) as unknown as SessionRpc
 }
 
 describe('SessionObject capture', () => {
@@ -52,8 +52,8 @@ describe('SessionObject capture', () => {
     await stub.create(sessionConfig('cold-start'))
     const inputs = growingSession(6)
     for (const input of inputs.slice(0, 3)) await stub.record(input)
-    await evictDurableObject(stub)
-    await runInDurableObject(stub, async (_instance, state) => {
+    await evictDurableObject(stub as unknown as DurableObjectStub)
+    await runInDurableObject(stub as unknown as DurableObjectStub, async (_instance, state) => {
       const rows = state.storage.sql.exec('SELECT COUNT(*) AS n FROM rg_completions').one() as { n: number }
       expect(rows.n).toBe(3)
     })
@@ -117,7 +117,7 @@ describe('SessionObject capture', () => {
     expect((record!.request as { messages: { content: string }[] }).messages[0]!.content).toBe(big)
     expect(record!.prompt_token_ids.length).toBe(700_000)
     expect(record!.prompt_token_ids[699_999]).toBe(699_999 % 150000)
-    await runInDurableObject(stub, async (_instance, state) => {
+    await runInDurableObject(stub as unknown as DurableObjectStub, async (_instance, state) => {
       const row = state.storage.sql.exec('SELECT LENGTH(original_middle) AS n, spilled FROM rg_completions').one()
       expect(row.n).toBeNull()
       expect(String(row.spilled)).toContain('original_middle')

@@ -1,7 +1,7 @@
 import { env, SELF } from 'cloudflare:test'
 import { describe, expect, it } from 'vitest'
 import type { Trajectory } from '../../src/contract/trajectory.ts'
-import type { SessionObject } from '../../src/durable/session/session-object.ts'
+import type { SessionRpc } from '../../src/durable/session/session-object.ts'
 import { growingSession } from '../support/records.ts'
 
 const ADMIN = { authorization: 'Bearer test-admin-token', 'content-type': 'application/json' }
@@ -10,7 +10,7 @@ const EDGE = 'https://edge.test'
 async function sessionWithTurns(sessionId: string, turns: number) {
   const res = await SELF.fetch(`${EDGE}/v1/sessions`, { method: 'POST', headers: ADMIN, body: JSON.stringify({ session_id: sessionId, task_id: 'task-7', metadata: { group_id: 'g7' } }) })
   expect(res.status).toBe(201)
-  const stub = env.SESSIONS.get(env.SESSIONS.idFromName(sessionId)) as DurableObjectStub<SessionObject>
+  const stub = env.SESSIONS.get(env.SESSIONS.idFromName(sessionId)) as unknown as SessionRpc
   const inputs = growingSession(turns, 500, 300, 50)
   for (const input of inputs) await stub.record(input)
   return inputs
