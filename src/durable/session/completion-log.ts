@@ -262,6 +262,11 @@ export class CompletionLog {
     }
   }
 
+  async getById(completionId: string): Promise<CompletionRecord | null> {
+    const row = this.#sql.first<CompletionRow>('SELECT * FROM rg_completions WHERE completion_id = ?', completionId)
+    return row ? this.#toRecord(row) : null
+  }
+
   async get(seq: number): Promise<CompletionRecord | null> {
     const row = this.#sql.first<CompletionRow>('SELECT * FROM rg_completions WHERE seq = ?', seq)
     return row ? this.#toRecord(row) : null

@@ -29,7 +29,9 @@ export interface TrajectoryRequest {
 
 /** What callers see through the stub: every method, promisified (typed here, not by RPC inference). */
 type Rpc<T> = { [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<Awaited<R>> : never }
-export type SessionRpc = Rpc<Pick<SessionObject, 'create' | 'config' | 'record' | 'completions' | 'summary' | 'trajectory' | 'finalize'>>
+export type SessionRpc = Rpc<
+  Pick<SessionObject, 'create' | 'config' | 'record' | 'completions' | 'completionById' | 'summary' | 'trajectory' | 'finalize'>
+>
 
 export class SessionObject extends DurableObject<Env> {
   readonly #sql: Sql
@@ -57,6 +59,10 @@ export class SessionObject extends DurableObject<Env> {
 
   async completions(afterSeq?: number, limit?: number): Promise<CompletionRecord[]> {
     return this.#requireLog().list(afterSeq, limit)
+  }
+
+  async completionById(completionId: string): Promise<CompletionRecord | null> {
+    return this.#requireLog().getById(completionId)
   }
 
   summary(): SessionSummary | null {

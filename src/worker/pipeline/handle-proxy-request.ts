@@ -14,6 +14,7 @@ import type { EdgeConfig } from '../config.ts'
 import { type UpstreamOutcome, callUpstream } from './call-upstream.ts'
 import { type CallFacts, completionInput } from './completion-input.ts'
 import { parseJsonBody, readBodyText } from './read-body.ts'
+import { resolvePreviousResponseBody, sessionCompletionLookup } from './resolve-previous-response.ts'
 import { authenticateSession } from './session-access.ts'
 
 export interface ProxyContext {
@@ -38,7 +39,8 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   const { env, config, request, url } = context
   const access = await authenticateSession(env, config, request, url, context.path)
   const originalText = await readBodyText(request, config.maxBodyBytes)
-  const body = parseJsonBody(originalText)
+  let body = parseJsonBody(originalText)
+  if (adapter.id === 'openai-responses') body = await resolvePreviousResponseBody(body, sessionCompletionLookup(access.stub))
   const parsed = adapter.parseRequest(body, url)
   const upstream = access.config.upstream
   const engineOptions = { kind: upstream.kind, servedModel: upstream.served_model }
@@ -60,6 +62,7 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
     completionId: facts.completionId,
     streamUsage: parsed.streamUsage,
     created: Math.floor(startedAt / 1000),
+    ...(parsed.responseOptions === undefined ? {} : { responseOptions: parsed.responseOptions }),
   }
   const call = (signal: AbortSignal) =>
     callUpstream({ upstream, body: facts.requestText, apiKey: config.upstreamApiKey, timeoutMs: config.upstreamTimeoutMs, signal })

@@ -9,7 +9,6 @@
  * `if (adapter.id === 'openai-responses') body = await resolvePreviousResponseBody(body, sessionCompletionLookup(access.stub))`
  */
 import type { CompletionRecord } from '../../contract/completion-record.ts'
-import type { SessionRpc } from '../../durable/session/session-object.ts'
 import {
   type PriorResponseTurn,
   previousResponseCompletionId,
@@ -19,29 +18,30 @@ import { GatewayError } from '../errors.ts'
 
 /** A chain longer than this is refused (each step is a lookup). */
 const MAX_CHAIN_TURNS = 2_000
-const PAGE_SIZE = 100
 
 export type CompletionLookup = (completionId: string) => Promise<CompletionRecord | null>
 
-export async function resolvePreviousResponseBody(
-  body: unknown,
-  lookup: CompletionLookup,
-): Promise<unknown> {
+/** The part of the session object's RPC this step reads. */
+export interface CompletionById {
+  completionById(completionId: string): Promise<CompletionRecord | null>
+}
+
+export async function resolvePreviousResponseBody(body: unknown, lookup: CompletionLookup): Promise<unknown> {
   let completionId = previousResponseCompletionId(body)
   if (!completionId) return body
   const chain: CompletionRecord[] = []
   while (completionId) {
     if (chain.length >= MAX_CHAIN_TURNS) {
-      throw new GatewayError(400, 'invalid_request', `previous_response_id chain longer than ${MAX_CHAIN_TURNS} turns`, 'previous_response_id')
-    }
-    const record = await lookup(completionId)
-    if (!record || record.api !== 'openai-responses' || record.status !== 'ok' || !record.response_message) {
       throw new GatewayError(
         400,
         'invalid_request',
-        `Previous response with id 'resp_${completionId}' not found.`,
+        `previous_response_id chain longer than ${MAX_CHAIN_TURNS} turns`,
         'previous_response_id',
       )
+    }
+    const record = await lookup(completionId)
+    if (record?.api !== 'openai-responses' || record.status !== 'ok' || !record.response_message) {
+      throw new GatewayError(400, 'invalid_request', `Previous response with id 'resp_${completionId}' not found.`, 'previous_response_id')
     }
     chain.push(record)
     completionId = previousResponseCompletionId(record.original_request)
@@ -58,26 +58,7 @@ export async function resolvePreviousResponseBody(
   return prior ? resolvePreviousResponse(body, prior) : body
 }
 
-/**
- * A lookup over the session Durable Object's `completions` RPC. It pages through the whole log once per
- * call (records carry token ids, so this is O(session)); a `completionById` RPC on the session object
- * would make each step O(1).
- */
-export function sessionCompletionLookup(stub: Pick<SessionRpc, 'completions'>): CompletionLookup {
-  let index: Promise<Map<string, CompletionRecord>> | null = null
-  const load = async () => {
-    const byId = new Map<string, CompletionRecord>()
-    let after = -1
-    for (;;) {
-      const page = await stub.completions(after, PAGE_SIZE)
-      for (const record of page) byId.set(record.completion_id, record)
-      const last = page.at(-1)
-      if (page.length < PAGE_SIZE || !last) return byId
-      after = last.seq
-    }
-  }
-  return async (completionId) => {
-    index ??= load()
-    return (await index).get(completionId) ?? null
-  }
+/** A lookup through the session Durable Object's indexed `completionById` RPC (O(1) per step). */
+export function sessionCompletionLookup(stub: CompletionById): CompletionLookup {
+  return (completionId) => stub.completionById(completionId)
 }

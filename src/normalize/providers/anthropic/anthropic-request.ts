@@ -93,10 +93,7 @@ function convertPrompt(wire: AnthropicCountTokensRequest, warnings: Warnings): C
     const choice = wire.tool_choice
     if (choice) {
       if (choice.type === 'tool' && !tools.some((tool) => tool.function.name === choice.name)) {
-        throw new RequestValidationError(
-          `tool_choice.name: no tool named ${JSON.stringify(choice.name)} in tools`,
-          'tool_choice.name',
-        )
+        throw new RequestValidationError(`tool_choice.name: no tool named ${JSON.stringify(choice.name)} in tools`, 'tool_choice.name')
       }
       out.tool_choice =
         choice.type === 'auto'
@@ -157,7 +154,7 @@ function convertMessages(wire: AnthropicCountTokensRequest, warnings: Warnings):
     const at = `messages[${index}]`
     let role = message.role
     if (role === 'ctx' || role === 'msg') {
-      warnings.add('role_mapped', `message role "${role}" sent as "user"`)
+      warnings.add('role_mapped', 'Claude Code "ctx" / "msg" message roles sent as "user"')
       role = 'user'
     }
     if (role === 'system') {
@@ -284,10 +281,7 @@ function convertUser(
       case 'thinking':
       case 'redacted_thinking':
       case 'tool_use':
-        throw new RequestValidationError(
-          `${blockAt}.type: "${block.type}" blocks belong in assistant messages`,
-          `${blockAt}.type`,
-        )
+        throw new RequestValidationError(`${blockAt}.type: "${block.type}" blocks belong in assistant messages`, `${blockAt}.type`)
       default:
         warnings.add('server_tool_block_dropped', `dropped "${block.type}" history blocks (Anthropic-run server tools)`)
     }
@@ -341,10 +335,7 @@ function convertAssistant(content: AnthropicMessage['content'], at: string, warn
       case 'document':
       case 'search_result':
       case 'tool_result':
-        throw new RequestValidationError(
-          `${blockAt}.type: "${block.type}" blocks belong in user messages`,
-          `${blockAt}.type`,
-        )
+        throw new RequestValidationError(`${blockAt}.type: "${block.type}" blocks belong in user messages`, `${blockAt}.type`)
       default:
         warnings.add('server_tool_block_dropped', `dropped "${block.type}" history blocks (Anthropic-run server tools)`)
     }

@@ -152,9 +152,7 @@ const anthropicPromptShape = {
   system: z.union([z.string(), z.array(anthropicTextBlockSchema)]).nullish(),
   tools: z.array(anthropicToolSchema).nullish(),
   tool_choice: anthropicToolChoiceSchema.nullish(),
-  thinking: z
-    .looseObject({ type: z.enum(['enabled', 'disabled', 'adaptive']), budget_tokens: z.number().int().nullish() })
-    .nullish(),
+  thinking: z.looseObject({ type: z.enum(['enabled', 'disabled', 'adaptive']), budget_tokens: z.number().int().nullish() }).nullish(),
   output_config: z.looseObject({ effort: z.string().nullish(), format: jsonSchemaFormatSchema.nullish() }).nullish(),
   /** Pre-GA structured outputs (`structured-outputs-2025-11-13` beta). */
   output_format: jsonSchemaFormatSchema.nullish(),

@@ -16,8 +16,7 @@ const MODELS_PATH = /\/v1\/models\/?$/
 
 export const anthropic: ProviderAdapter = {
   id: 'anthropic',
-  matches: (url, headers) =>
-    MESSAGES_PATH.test(url.pathname) || (MODELS_PATH.test(url.pathname) && headers.has('anthropic-version')),
+  matches: (url, headers) => MESSAGES_PATH.test(url.pathname) || (MODELS_PATH.test(url.pathname) && headers.has('anthropic-version')),
   parseRequest: (body) => parseAnthropicRequest(body),
   buildResponse: buildAnthropicResponse,
   createStreamEncoder: createAnthropicStreamEncoder,

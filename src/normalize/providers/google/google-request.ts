@@ -224,12 +224,7 @@ function convertContents(wire: GoogleRequest, warnings: Warnings): ChatMessage[]
   return messages
 }
 
-function convertModel(
-  content: GoogleContent,
-  contentIndex: number,
-  openCalls: Map<string, string[]>,
-  warnings: Warnings,
-): ChatMessage {
+function convertModel(content: GoogleContent, contentIndex: number, openCalls: Map<string, string[]>, warnings: Warnings): ChatMessage {
   const texts: string[] = []
   const thoughts: string[] = []
   const signed: string[] = []

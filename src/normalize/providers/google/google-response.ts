@@ -48,8 +48,7 @@ export function googleResponseParts(
   })
   if (reasoning) {
     const signature = encodeThoughtSignature(context.completionId, reasoning)
-    const carrier =
-      rest.find((part) => 'functionCall' in part) ?? rest.findLast((part) => 'text' in part) ?? thought ?? null
+    const carrier = rest.find((part) => 'functionCall' in part) ?? rest.findLast((part) => 'text' in part) ?? thought ?? null
     if (carrier) carrier.thoughtSignature = signature
     else rest.push({ text: '', thoughtSignature: signature })
   }
@@ -69,11 +68,7 @@ export function googleUsage(completion: Completion) {
   }
 }
 
-export function googleResponseFrame(
-  context: ResponseContext,
-  parts: GoogleResponsePart[],
-  final: { completion: Completion } | null,
-) {
+export function googleResponseFrame(context: ResponseContext, parts: GoogleResponsePart[], final: { completion: Completion } | null) {
   return {
     candidates: [
       {

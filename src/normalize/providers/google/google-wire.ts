@@ -28,10 +28,7 @@ function renamed(aliases: Record<string, string>) {
   }
 }
 
-const blobSchema = z.preprocess(
-  renamed({ mime_type: 'mimeType' }),
-  z.looseObject({ mimeType: z.string().min(1), data: z.string() }),
-)
+const blobSchema = z.preprocess(renamed({ mime_type: 'mimeType' }), z.looseObject({ mimeType: z.string().min(1), data: z.string() }))
 const fileDataSchema = z.preprocess(
   renamed({ mime_type: 'mimeType', file_uri: 'fileUri' }),
   z.looseObject({ mimeType: z.string().nullish(), fileUri: z.string().min(1) }),
@@ -147,12 +144,7 @@ export const googleGenerationConfigSchema = z.preprocess(
     topK: z.number().int().min(0).nullish(),
     seed: z.number().int().nullish(),
     stopSequences: z.array(z.string()).nullish(),
-    candidateCount: z
-      .number()
-      .int()
-      .min(1)
-      .max(1, 'candidateCount > 1 is not supported: only one sample per call is captured')
-      .nullish(),
+    candidateCount: z.number().int().min(1).max(1, 'candidateCount > 1 is not supported: only one sample per call is captured').nullish(),
     presencePenalty: z.number().nullish(),
     frequencyPenalty: z.number().nullish(),
     responseMimeType: z.string().nullish(),

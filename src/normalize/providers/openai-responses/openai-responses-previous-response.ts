@@ -28,8 +28,7 @@ export interface PriorResponseTurn {
 
 type Json = Record<string, unknown>
 
-const isObject = (value: unknown): value is Json =>
-  value !== null && typeof value === 'object' && !Array.isArray(value)
+const isObject = (value: unknown): value is Json => value !== null && typeof value === 'object' && !Array.isArray(value)
 
 /** The completion ids to look up, newest first, for a body's `previous_response_id`; null if none. */
 export function previousResponseCompletionId(body: unknown): string | null {

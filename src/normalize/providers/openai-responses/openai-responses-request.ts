@@ -102,9 +102,7 @@ export function parseResponsesRequest(body: unknown): ParsedRequest {
 
 /** Read `ResponseContext.responseOptions` back, tolerating its absence (defaults: no custom tools). */
 export function responsesReplyOptions(value: Record<string, unknown> | undefined): ResponsesReplyOptions {
-  const customTools = Array.isArray(value?.customTools)
-    ? value.customTools.filter((name): name is string => typeof name === 'string')
-    : []
+  const customTools = Array.isArray(value?.customTools) ? value.customTools.filter((name): name is string => typeof name === 'string') : []
   const echo = value?.echo && typeof value.echo === 'object' ? (value.echo as Record<string, unknown>) : {}
   return { customTools, echo }
 }
@@ -130,8 +128,7 @@ function convertInput(wire: ResponsesRequest, warnings: Warnings): ChatMessage[]
   const systemParts: string[] = []
   if (wire.instructions) systemParts.push(wire.instructions)
   const body: ChatMessage[] = []
-  const items: ResponsesInputItem[] =
-    typeof wire.input === 'string' ? [{ type: 'message', role: 'user', content: wire.input }] : wire.input
+  const items: ResponsesInputItem[] = typeof wire.input === 'string' ? [{ type: 'message', role: 'user', content: wire.input }] : wire.input
   let pendingReasoning: string[] = []
   let pendingUser: ContentPart[] = []
   let toolImages: ContentPart[] = []
@@ -202,7 +199,11 @@ function convertInput(wire: ResponsesRequest, warnings: Warnings): ChatMessage[]
         return
       }
       case 'function_call':
-        addToolCall({ id: item.call_id, type: 'function', function: { name: item.name, arguments: item.arguments } })
+        addToolCall({
+          id: item.call_id,
+          type: 'function',
+          function: { name: item.name, arguments: historyArguments(item.arguments, warnings) },
+        })
         return
       case 'custom_tool_call':
         addToolCall({
@@ -232,10 +233,7 @@ function convertInput(wire: ResponsesRequest, warnings: Warnings): ChatMessage[]
         pendingUser.push(...contentParts([item], at, warnings))
         return
       case 'item_reference':
-        throw new RequestValidationError(
-          `${at}: item_reference needs stored items; send the items themselves (store:false style)`,
-          at,
-        )
+        throw new RequestValidationError(`${at}: item_reference needs stored items; send the items themselves (store:false style)`, at)
       default:
         warnings.add('hosted_item_dropped', `dropped "${item.type}" history items (OpenAI-hosted tools)`)
     }
@@ -248,6 +246,23 @@ function convertInput(wire: ResponsesRequest, warnings: Warnings): ChatMessage[]
     body.push(message)
   }
   return systemParts.length > 0 ? [{ role: 'system', content: systemParts.join('\n\n') }, ...body] : body
+}
+
+/**
+ * Replayed arguments as a JSON object text. vLLM `json.loads()` every history tool call before templating,
+ * so a call the model once sampled as invalid JSON would fail every later turn; it is sent wrapped as
+ * `{"raw_input": …}` (the same wrapper the other adapters show harnesses) with a warning.
+ */
+function historyArguments(text: string, warnings: Warnings): string {
+  if (!text.trim()) return '{}'
+  try {
+    const parsed: unknown = JSON.parse(text)
+    if (parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed)) return text
+  } catch {
+    // Wrapped below.
+  }
+  warnings.add('tool_arguments_wrapped', 'history tool-call arguments that are not a JSON object were sent as {"raw_input": …}')
+  return JSON.stringify({ raw_input: text })
 }
 
 function userMessage(parts: ContentPart[]): ChatMessage {

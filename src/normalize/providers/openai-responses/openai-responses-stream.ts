@@ -12,12 +12,7 @@ import type { Completion, NormalizedError } from '../../types.ts'
 import { mapResponsesStatus } from './map-openai-responses-stop-reason.ts'
 import { responsesStreamErrorCode } from './openai-responses-error.ts'
 import { responsesReplyOptions } from './openai-responses-request.ts'
-import {
-  type ResponsesOutputItem,
-  responsesOutputItems,
-  responsesResponseObject,
-  responsesUsage,
-} from './openai-responses-response.ts'
+import { type ResponsesOutputItem, responsesOutputItems, responsesResponseObject, responsesUsage } from './openai-responses-response.ts'
 
 export function createResponsesStreamEncoder(context: ResponseContext): StreamEncoder {
   let sequence = 0

@@ -8,8 +8,7 @@ import { z } from 'zod'
 import { RequestValidationError } from '../../adapter.ts'
 import { pathOf } from '../../zod-issues.ts'
 
-const textPart = (type: 'input_text' | 'output_text' | 'text') =>
-  z.looseObject({ type: z.literal(type), text: z.string() })
+const textPart = (type: 'input_text' | 'output_text' | 'text') => z.looseObject({ type: z.literal(type), text: z.string() })
 
 const inputImagePart = z.looseObject({
   type: z.literal('input_image'),
@@ -143,9 +142,7 @@ export const responsesToolSchema = z.looseObject({
   name: z.string().nullish(),
   description: z.string().nullish(),
   parameters: z.record(z.string(), z.unknown()).nullish(),
-  format: z
-    .looseObject({ type: z.string(), syntax: z.string().nullish(), definition: z.string().nullish() })
-    .nullish(),
+  format: z.looseObject({ type: z.string(), syntax: z.string().nullish(), definition: z.string().nullish() }).nullish(),
   function: z
     .looseObject({
       name: z.string().min(1),
