@@ -32,7 +32,9 @@ const formatSchema = z.enum(FORMATS)
 
 const recordsFileSchema = z.union([
   z.array(completionRecordSchema),
-  z.looseObject({ completions: z.array(completionRecordSchema) }).transform((value) => value.completions),
+  z
+    .looseObject({ completions: z.array(completionRecordSchema) })
+    .transform((value) => value.completions),
 ])
 
 const sessionSchema = z.object({
@@ -42,7 +44,8 @@ const sessionSchema = z.object({
 })
 
 const USAGE =
-  'usage: npx node scripts/reconstruct.ts --records records.json [--builder prefix_merging|per_request] ' +
+  'usage: npx node scripts/reconstruct.ts --records records.json ' +
+  '[--builder prefix_merging|per_request] ' +
   `[--format ${FORMATS.join('|')}] [--config '{...}'] [--eval '{...}'] [--session '{...}'] ` +
   '[--group-index N] [--trajectory-index N] [--out file] [--pretty]'
 
@@ -88,19 +91,24 @@ export function runCli(argv: string[]): string {
     session,
   })
   const evalJson = parseJsonOption('eval', values.eval)
-  if (evalJson !== undefined) trajectory = applyEvalResult(trajectory, evalResultSchema.parse(evalJson))
+  if (evalJson !== undefined)
+    trajectory = applyEvalResult(trajectory, evalResultSchema.parse(evalJson))
 
   const indent = values.pretty ? 2 : undefined
   const sessionId = session.session_id ?? records[0]?.session_id ?? 'unknown-session'
-  const taskId = session.task_id ?? (typeof trajectory.metadata.task_id === 'string' ? trajectory.metadata.task_id : 'unknown-task')
+  const taskId =
+    session.task_id ??
+    (typeof trajectory.metadata.task_id === 'string' ? trajectory.metadata.task_id : 'unknown-task')
+  const sessionResult = () =>
+    toSessionResult(trajectory, { session_id: sessionId, task_id: taskId })
   switch (format) {
     case 'trajectory':
       return `${JSON.stringify(trajectory, null, indent)}\n`
     case 'session-result':
-      return `${JSON.stringify(toSessionResult(trajectory, { session_id: sessionId, task_id: taskId }), null, indent)}\n`
+      return `${JSON.stringify(sessionResult(), null, indent)}\n`
     case 'slime':
       return toJsonl(
-        toSlimeSamples(toSessionResult(trajectory, { session_id: sessionId, task_id: taskId }), {
+        toSlimeSamples(sessionResult(), {
           group_index: Number(values['group-index']),
           trajectory_index: Number(values['trajectory-index']),
         }),

@@ -33,7 +33,11 @@ export const traceSchema = z
   })
   .superRefine((trace, ctx) => {
     if (trace.loss_mask.some((value) => value !== 0 && value !== 1)) {
-      ctx.addIssue({ code: 'custom', path: ['loss_mask'], message: 'loss_mask values must be 0 or 1' })
+      ctx.addIssue({
+        code: 'custom',
+        path: ['loss_mask'],
+        message: 'loss_mask values must be 0 or 1',
+      })
     }
     // Polar checks the mask length only when the mask is non-empty.
     if (trace.loss_mask.length > 0 && trace.loss_mask.length !== trace.response_ids.length) {

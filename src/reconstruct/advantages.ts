@@ -63,9 +63,12 @@ export function groupAdvantages(
     trajectoryMeans.forEach((mean, other) => {
       if (other !== index && mean !== null) others.push(mean)
     })
-    const baseline = others.length === 0 ? 0 : others.reduce((sum, value) => sum + value, 0) / others.length
+    const baseline =
+      others.length === 0 ? 0 : others.reduce((sum, value) => sum + value, 0) / others.length
     const scale =
-      options.stdNormalization && others.length > 1 ? sampleStdev(others) + ADVANTAGE_STD_EPSILON : 1
+      options.stdNormalization && others.length > 1
+        ? sampleStdev(others) + ADVANTAGE_STD_EPSILON
+        : 1
     return trajectory.traces.map((trace) => ((trace.reward ?? 0) - baseline) / scale)
   })
   return { advantages, trajectoryMeans }

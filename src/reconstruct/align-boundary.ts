@@ -27,6 +27,9 @@ import {
   type Tokens,
 } from './token-ops.ts'
 
+/** Minimum extra tokens a replayed turn may have over the raw one when searching its end. */
+const MIN_REPLAY_SLACK_TOKENS = 16
+
 /** `P[ps, pe)` was replaced by `Q[qs, qe)`; text around it matches. */
 export interface PromptEdit {
   ps: number
@@ -52,7 +55,13 @@ export interface BoundaryTail {
 export type Alignment =
   /** The same prompt again, possibly modulo bounded edits (a fresh nonce on a client retry). */
   | { kind: 'retry'; lcp: number; edits: PromptEdit[] }
-  | { kind: 'continue'; lcp: number; edits: PromptEdit[]; tail: BoundaryTail; strictRuleMerge: boolean }
+  | {
+      kind: 'continue'
+      lcp: number
+      edits: PromptEdit[]
+      tail: BoundaryTail
+      strictRuleMerge: boolean
+    }
   | { kind: 'break'; lcp: number; reason: BreakReason; related: boolean }
 
 export interface AlignOptions {
@@ -62,6 +71,8 @@ export interface AlignOptions {
    * message), or -1 when `P` has none. Kept per segment so it is never rescanned.
    */
   previousFirstEot: number
+  /** Where the tip turn's interstitial starts in `P` (`P.length` minus its length). */
+  previousInterStart: number
   boundaryWindow: number
   resyncWindow: number
   anchor: number
@@ -82,7 +93,8 @@ function sameConversation(P: Tokens, matchedUpTo: number, firstEot: number): boo
 function breakAt(P: Tokens, R: Tokens, Q: Tokens, lcp: number, failedAt: number, firstEot: number) {
   const related = sameConversation(P, failedAt, firstEot)
   // History rewritten into a shorter context than the one it replaces: summarized / compacted.
-  const reason: BreakReason = related && Q.length < P.length + R.length ? 'compaction' : 'prefix_mismatch'
+  const reason: BreakReason =
+    related && Q.length < P.length + R.length ? 'compaction' : 'prefix_mismatch'
   return { kind: 'break', lcp, reason, related } as const
 }
 
@@ -95,7 +107,9 @@ export function alignToTip(
   options: AlignOptions,
 ): Alignment {
   const pLength = P.length
-  const lcp = commonPrefixFrom(P, Q, Math.max(0, Math.min(lowerBound, pLength, Q.length)))
+  const bound = Math.max(0, Math.min(lowerBound, pLength, Q.length))
+  // An identical prompt keeps the tip's interstitial: verify it instead of trusting the hint.
+  const lcp = commonPrefixFrom(P, Q, Q.length === pLength && bound === pLength ? 0 : bound)
   if (lcp === pLength && Q.length === pLength) return { kind: 'retry', lcp, edits: [] }
 
   const edits: PromptEdit[] = []
@@ -125,7 +139,11 @@ export function alignToTip(
   }
 
   const tailLength = pLength - p
-  if (tailLength === 0 && q === Q.length) return { kind: 'retry', lcp, edits }
+  // Same prompt up to edits before the tip's interstitial (which the re-send then shares).
+  const lastEdit = edits[edits.length - 1]
+  if (tailLength === 0 && q === Q.length && (lastEdit?.pe ?? 0) <= options.previousInterStart) {
+    return { kind: 'retry', lcp, edits }
+  }
   // A rewritten tail or earlier edits are only tolerated inside the same conversation.
   if ((tailLength > 0 || edits.length > 0) && !sameConversation(P, p, firstEot)) {
     return breakAt(P, R, Q, lcp, p, firstEot)
@@ -148,7 +166,10 @@ export function alignToTip(
 
   const eot = options.eot
   if (eot === null) return { kind: 'break', lcp, reason: 'eot_unavailable', related: true }
-  const searchLimit = q + tailLength + R.length + options.maxDrift + 1
+  // The replayed turn may be longer than the raw one by the drift it causes; past a generous bound
+  // the EOT found would belong to a later turn.
+  const slack = Math.max(options.maxDrift, options.boundaryWindow, MIN_REPLAY_SLACK_TOKENS)
+  const searchLimit = q + tailLength + R.length + slack + 1
   const closing = indexOfFrom(Q, eot, q, searchLimit)
   if (closing < 0) return { kind: 'break', lcp, reason: 'interstitial_split_failed', related: true }
   // A raw turn that ends with the EOT is replaced up to and including the canonical EOT; a

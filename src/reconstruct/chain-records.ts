@@ -47,7 +47,7 @@ export const MAX_SCAN_ATTEMPTS = 3
 export interface ChainOptions {
   config: PrefixMergingConfig
   eot: number | null
-  /** Optional detokenizer: confirms `retokenization` (same text, other ids) when labelling drift. */
+  /** Optional detokenizer: confirms `retokenization` (same text, other ids) in drift labels. */
   decode?: (ids: number[]) => string
 }
 
@@ -69,7 +69,7 @@ export function chainRecords(
   options: ChainOptions,
 ): Segment[] {
   const { config, eot } = options
-  const alignOptions: Omit<AlignOptions, 'previousFirstEot'> = {
+  const alignOptions: Omit<AlignOptions, 'previousFirstEot' | 'previousInterStart'> = {
     eot,
     boundaryWindow: config.boundary_window_tokens,
     resyncWindow: config.resync_window_tokens,
@@ -88,7 +88,11 @@ export function chainRecords(
   const segments: Segment[] = []
   let chainCount = 0
 
-  const open = (record: CompletionRecord, init: Omit<NewSegment, 'index' | 'chain'>, chain?: number) => {
+  const open = (
+    record: CompletionRecord,
+    init: Omit<NewSegment, 'index' | 'chain'>,
+    chain?: number,
+  ) => {
     const segment = createSegment(
       record,
       { ...init, index: segments.length, chain: chain ?? chainCount++ },
@@ -103,7 +107,12 @@ export function chainRecords(
   }
 
   const classifier = (Q: Tokens) => {
-    return (stream: Tokens, prompt: Tokens, at: 'boundary' | 'edit', qStart: number): DriftReason => {
+    return (
+      stream: Tokens,
+      prompt: Tokens,
+      at: 'boundary' | 'edit',
+      qStart: number,
+    ): DriftReason => {
       if (thinkIds !== null && (containsAny(stream, thinkIds) || containsAny(prompt, thinkIds))) {
         return 'thinking_rewrite'
       }
@@ -124,7 +133,11 @@ export function chainRecords(
     }
   }
 
-  const handleRetry = (segment: Segment, record: CompletionRecord, edits: readonly PromptEdit[]) => {
+  const handleRetry = (
+    segment: Segment,
+    record: CompletionRecord,
+    edits: readonly PromptEdit[],
+  ) => {
     const current = tip(segment).record
     if (config.retry_policy === 'keep_first') {
       open(record, {
@@ -168,7 +181,13 @@ export function chainRecords(
       )
       return
     }
-    const replaced = replaceTip(segment, record, drift)
+    const replaced = replaceTip(
+      segment,
+      record,
+      drift === undefined
+        ? undefined
+        : { ...drift, firstEot: eot === null ? -1 : indexOfFrom(Q, eot, 0, Q.length) },
+    )
     aliases.set(replaced, record)
     placement.set(record, segment)
     const previous = (segment.retryInfo?.replaced_attempts as string[] | undefined) ?? []
@@ -188,6 +207,7 @@ export function chainRecords(
     const alignment = alignToTip(P, R, Q, lowerBound, {
       ...alignOptions,
       previousFirstEot: segment.tipFirstEot,
+      previousInterStart: P.length - tip(segment).interstitialLength,
     })
     if (alignment.kind === 'retry') {
       handleRetry(segment, record, alignment.edits)
@@ -316,7 +336,8 @@ export function chainRecords(
     // Fallback: full comparison against every tip of this agent (Polar's grouping, tolerant).
     const candidates: { segment: Segment; lcp: number }[] = []
     for (const segment of byAgent.get(record.agent) ?? []) {
-      if (tried.has(segment) || segment.origin === 'retry' || segment.origin === 'superseded') continue
+      if (tried.has(segment) || segment.origin === 'retry' || segment.origin === 'superseded')
+        continue
       const lcp = commonPrefixFrom(tip(segment).record.prompt_token_ids, Q, 0)
       if (lcp > 0) candidates.push({ segment, lcp })
     }
@@ -360,7 +381,10 @@ function firstEotAfter(
   return indexOfFrom(Q, eot, from, Q.length)
 }
 
-function breakInit(failure: Failure, origin: 'break' | 'fork'): Omit<NewSegment, 'index' | 'chain'> {
+function breakInit(
+  failure: Failure,
+  origin: 'break' | 'fork',
+): Omit<NewSegment, 'index' | 'chain'> {
   return {
     origin,
     parent: failure.segment.index,

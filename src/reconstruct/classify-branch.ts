@@ -5,7 +5,7 @@
  *   segments after breaks;
  * - `compaction`: segments of the main chain from a `compaction` break on (history rewritten or
  *   summarized into a shorter context, the old context never continued);
- * - `retry`: attempts superseded by a re-send of the same prompt, and re-sends kept out of the chain;
+ * - `retry`: attempts superseded by a re-send of the same prompt, re-sends kept out of the chain;
  * - `side_call`: a single completion without tools that no later completion extends (title,
  *   routing or classifier calls);
  * - `sub_agent`: any other chain, and side branches of a chain (its predecessor went on after it).
@@ -41,7 +41,8 @@ export function labelBranches(segments: readonly Segment[]): void {
     const tools = firstRecord !== undefined && requestTools(firstRecord) !== null ? 1 : 0
     const rank: [number, number, number] = [size, tools, -first.firstSeq]
     const best = mainChain.get(first.agent)
-    if (best === undefined || compareRank(rank, best.rank) > 0) mainChain.set(first.agent, { chain, rank })
+    if (best === undefined || compareRank(rank, best.rank) > 0)
+      mainChain.set(first.agent, { chain, rank })
   }
 
   for (const segment of segments) {

@@ -21,7 +21,11 @@ export const prefixMergingConfigSchema = z.strictObject({
    * Merge a turn only if at most this many tokens of the context the trainer conditions it on
    * differ from the prompt the model actually saw (cumulative over the segment; see README).
    */
-  max_context_drift_tokens: z.number().int().nonnegative().default(DEFAULT_MAX_CONTEXT_DRIFT_TOKENS),
+  max_context_drift_tokens: z
+    .number()
+    .int()
+    .nonnegative()
+    .default(DEFAULT_MAX_CONTEXT_DRIFT_TOKENS),
   /**
    * A rewrite of the previous prompt's last tokens (generation-prompt scaffold) is handled at the
    * boundary when it starts at most this many tokens before the previous prompt's end.

@@ -2,11 +2,11 @@
  * @module
  * Context-drift bookkeeping for one segment.
  *
- * The trainer conditions turn k on `C_k` = the segment's tokens before turn k's first sampled token.
- * The model saw `P_k` (turn k's real prompt). A segment keeps an alignment of `C_k` to `P_k`: they
- * are identical except inside *regions*, each a pair of ranges `C[cs, ce)` ↔ `P_k[qs, qe)` that
- * differ at both ends. Between regions the two sequences match token for token, shifted by a
- * constant offset.
+ * The trainer conditions turn k on `C_k`, the segment's tokens before turn k's first sampled
+ * token. The model saw `P_k` (turn k's real prompt). A segment keeps an alignment of `C_k` to
+ * `P_k`: they are identical except inside *regions*, each a pair of ranges `C[cs, ce)` ↔
+ * `P_k[qs, qe)` that differ at both ends. Between regions the two sequences match token for
+ * token, shifted by a constant offset.
  *
  * Drift measure (documented in README): `context_drift_tokens(k) = Σ max(ce − cs, qe − qs)` over
  * the regions — per region the length of the non-shared middle after longest-common-prefix and

@@ -1,13 +1,17 @@
 /**
  * @module
  * End-of-turn (EOT) token detection. The EOT closes an assistant turn in the chat template
- * (`<|im_end|>` on Qwen/ChatML); the first EOT after the re-rendered previous turn separates it from
- * the interstitial (tool results, template glue, next generation prompt).
+ * (`<|im_end|>` on Qwen/ChatML); the first EOT after the re-rendered previous turn separates it
+ * from the interstitial (tool results, template glue, next generation prompt).
  */
 import type { CompletionRecord } from '../contract/completion-record.ts'
 
 /** Finish reasons where the model emitted its natural end-of-turn token itself. */
-export const NATURAL_STOP_REASONS: ReadonlySet<string> = new Set(['stop', 'tool_calls', 'stop_sequence'])
+export const NATURAL_STOP_REASONS: ReadonlySet<string> = new Set([
+  'stop',
+  'tool_calls',
+  'stop_sequence',
+])
 
 function naturalLastToken(record: CompletionRecord): number | null {
   const ids = record.response_token_ids

@@ -87,10 +87,13 @@ export function excludedEntry(record: CompletionRecord, reason: string): Exclude
 
 /** Arrival order (`seq`, then `completion_id`): Rollgate's authoritative order. */
 export function compareBySeq(a: CompletionRecord, b: CompletionRecord): number {
-  return a.seq - b.seq || (a.completion_id < b.completion_id ? -1 : a.completion_id > b.completion_id ? 1 : 0)
+  return (
+    a.seq - b.seq ||
+    (a.completion_id < b.completion_id ? -1 : a.completion_id > b.completion_id ? 1 : 0)
+  )
 }
 
-/** Polar's order: `(timestamp, completion_id)` as strings (`CompletionSession._sort_completions`). */
+/** Polar's order: `(timestamp, completion_id)` as strings (`CompletionSession` sorting). */
 export function compareByTimestamp(a: CompletionRecord, b: CompletionRecord): number {
   if (a.timestamp !== b.timestamp) return a.timestamp < b.timestamp ? -1 : 1
   return a.completion_id < b.completion_id ? -1 : a.completion_id > b.completion_id ? 1 : 0

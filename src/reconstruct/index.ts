@@ -5,13 +5,18 @@
  *
  * ```ts
  * const trajectory = reconstructTrajectory(records, { builder: 'prefix_merging' })
- * const rewarded = applyEvalResult(trajectory, { outcome_reward: 1, trace_rewards: null, metadata: {} })
+ * const evalResult = { outcome_reward: 1, trace_rewards: null, metadata: {} }
+ * const rewarded = applyEvalResult(trajectory, evalResult)
  * await env.BLOBS.put(trajectoryObjectKey(sessionId, 'prefix_merging'), JSON.stringify(rewarded))
  * ```
  */
 import type { CompletionRecord } from '../contract/completion-record.ts'
 import type { BuilderName, Trajectory } from '../contract/trajectory.ts'
-import { type PrefixMergingConfigInput, parsePrefixMergingConfig, perRequestConfigSchema } from './config.ts'
+import {
+  type PrefixMergingConfigInput,
+  parsePrefixMergingConfig,
+  perRequestConfigSchema,
+} from './config.ts'
 import { buildPerRequest } from './per-request.ts'
 import { buildPrefixMerging } from './prefix-merging.ts'
 import type { SessionInfo } from './trajectory-metadata.ts'
@@ -45,6 +50,18 @@ export function reconstructTrajectory(
   throw new Error(`unknown builder: ${String(options.builder)}`)
 }
 
+export type {
+  BranchLabel,
+  BreakReason,
+  DriftReason,
+  EvalResult,
+  ExcludedCompletion,
+  SessionResult,
+  TaskResult,
+  Trace,
+  TraceTurn,
+  Trajectory,
+} from '../contract/trajectory.ts'
 export type { SessionInfo } from './trajectory-metadata.ts'
 export {
   DEFAULT_MAX_CONTEXT_DRIFT_TOKENS,
@@ -62,8 +79,24 @@ export {
   groupAdvantages,
 } from './advantages.ts'
 export { TRAJECTORY_KEY_PREFIX, trajectoryObjectKey, trajectoryObjectPrefix } from './object-key.ts'
-export { type SessionResultOptions, taskStatusOf, toSessionResult, toTaskResult } from './exports/polar-result.ts'
-export { RolloutLogprobError, type SlimeOptions, type SlimeSample, toSlimeSamples } from './exports/slime.ts'
+export {
+  type SessionResultOptions,
+  taskStatusOf,
+  toSessionResult,
+  toTaskResult,
+} from './exports/polar-result.ts'
+export {
+  RolloutLogprobError,
+  type SlimeOptions,
+  type SlimeSample,
+  toSlimeSamples,
+} from './exports/slime.ts'
 export { type NemoGymRow, toNemoGymRows } from './exports/nemo-gym.ts'
-export { type SftOptions, type SftRow, type SftTokenRow, toSftRows, toSftTokenRows } from './exports/sft.ts'
+export {
+  type SftOptions,
+  type SftRow,
+  type SftTokenRow,
+  toSftRows,
+  toSftTokenRows,
+} from './exports/sft.ts'
 export { toJsonl } from './exports/jsonl.ts'

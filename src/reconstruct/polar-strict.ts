@@ -54,7 +54,8 @@ function sliceInterstitial(tail: number[], previousRaw: readonly number[], eot: 
   if (eot === null) return null
   const k = tail.indexOf(eot)
   if (k < 0) return null
-  if (previousRaw.length > 0 && previousRaw[previousRaw.length - 1] === eot) return tail.slice(k + 1)
+  if (previousRaw.length > 0 && previousRaw[previousRaw.length - 1] === eot)
+    return tail.slice(k + 1)
   return tail.slice(k)
 }
 

@@ -119,14 +119,21 @@ export function buildPrefixMerging(
     chainPositions.set(segment.chain, position + 1)
     return { segment, position }
   })
-  positioned.sort((a, b) => a.segment.firstSeq - b.segment.firstSeq || a.segment.index - b.segment.index)
+  positioned.sort(
+    (a, b) => a.segment.firstSeq - b.segment.firstSeq || a.segment.index - b.segment.index,
+  )
   const traces = positioned.map(({ segment, position }) => finalizeSegment(segment, position))
 
   const excludedByReason: Record<string, number> = {}
   for (const entry of excluded) increment(excludedByReason, entry.reason)
   const metadata = {
     ...trajectoryMetadata('prefix_merging', records, session, traces.length),
-    reconstruction_stats: reconstructionStats(segments, trainable.length, records.length, excludedByReason),
+    reconstruction_stats: reconstructionStats(
+      segments,
+      trainable.length,
+      records.length,
+      excludedByReason,
+    ),
     reconstruction: {
       mode: 'tolerant',
       end_of_turn_token_id: eot,

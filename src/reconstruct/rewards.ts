@@ -40,12 +40,19 @@ export function applyEvalResult(
     return {
       ...trajectory,
       metadata,
-      traces: trajectory.traces.map((trace, index) => ({ ...trace, reward: traceRewards[index] ?? null })),
+      traces: trajectory.traces.map((trace, index) => ({
+        ...trace,
+        reward: traceRewards[index] ?? null,
+      })),
     }
   }
   const outcome = evalResult.outcome_reward
   if (outcome !== null && trajectory.traces.length > 0) {
-    return { ...trajectory, metadata, traces: trajectory.traces.map((trace) => ({ ...trace, reward: outcome })) }
+    return {
+      ...trajectory,
+      metadata,
+      traces: trajectory.traces.map((trace) => ({ ...trace, reward: outcome })),
+    }
   }
   return { ...trajectory, metadata }
 }

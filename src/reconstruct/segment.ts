@@ -1,19 +1,21 @@
 /**
  * @module
  * A segment is one output trace under construction: the first completion's prompt as
- * `prompt_ids`, then for each merged completion its interstitial (mask 0, taken from that
+ * `prompt_ids`, then for each merged completion its interstitial (mask 0, a slice of that
  * completion's real prompt) and its raw sampled tokens (mask 1, with their recorded logprobs).
- * Arrays only grow by the new tokens of each turn; nothing is re-copied.
+ * While chaining, a turn only appends two *pieces* that reference the records' arrays (O(1)); the
+ * output arrays are allocated once, at their final size, when the segment is finalized.
  */
 import type { CompletionRecord } from '../contract/completion-record.ts'
-import type { BranchLabel, BreakReason, DriftReason, Trace, TraceTurn } from '../contract/trajectory.ts'
+import type {
+  BranchLabel,
+  BreakReason,
+  DriftReason,
+  Trace,
+  TraceTurn,
+} from '../contract/trajectory.ts'
 import { EMPTY_DRIFT, type DriftState } from './drift-regions.ts'
-import {
-  alignedLogprobs,
-  promptMessages,
-  requestTools,
-  responseMessages,
-} from './extract-trace.ts'
+import { alignedLogprobs, promptMessages, requestTools, responseMessages } from './extract-trace.ts'
 import { indexOfFrom, type Tokens } from './token-ops.ts'
 
 type JsonObject = Record<string, unknown>
@@ -26,7 +28,7 @@ export type SegmentOrigin =
   | 'break'
   /** Continues an earlier, non-tip completion of a chain (parallel sample / re-send). */
   | 'fork'
-  /** Re-sent prompt kept out of the chain (`retry_policy: keep_first`, or a re-send of an earlier prompt). */
+  /** Re-send kept out of the chain (`retry_policy: keep_first`, or an earlier prompt re-sent). */
   | 'retry'
   /** Earlier attempt replaced by a re-send of the same prompt (`retry_policy: keep_last`). */
   | 'superseded'
@@ -46,6 +48,18 @@ export interface TurnState {
   strictRuleMerge: boolean
 }
 
+/** A run of the stream after the prompt: `tokens[start, end)`, trainable or context. */
+export interface Piece {
+  tokens: Tokens
+  start: number
+  end: number
+  /** Offset of the piece in `response_ids`. */
+  offset: number
+  trainable: boolean
+  /** Logprobs aligned with `tokens` (trainable pieces only). */
+  logprobs: readonly number[] | null
+}
+
 export interface Segment {
   index: number
   agent: string
@@ -56,9 +70,9 @@ export interface Segment {
   breakDetail: JsonObject | null
   retryInfo: JsonObject | null
   prompt: Tokens
-  response: number[]
-  mask: number[]
-  slots: number[]
+  pieces: Piece[]
+  /** Length of `response_ids` so far. */
+  responseLength: number
   turnsWithoutLogprobs: number
   responseMessages: JsonObject[]
   messageCount: number
@@ -90,11 +104,35 @@ export function tipResponseStart(segment: Segment): number {
   return segment.prompt.length + tip(segment).responseOffset
 }
 
+/** Index of the piece containing response offset `offset` (pieces are in offset order). */
+function pieceAt(pieces: readonly Piece[], offset: number): number {
+  let low = 0
+  let high = pieces.length - 1
+  while (low < high) {
+    const mid = (low + high + 1) >> 1
+    if ((pieces[mid] as Piece).offset <= offset) low = mid
+    else high = mid - 1
+  }
+  return low
+}
+
+/** Tokens of the stream (`prompt_ids ++ response_ids`) in `[start, end)`. */
 export function streamSlice(segment: Segment, start: number, end: number): number[] {
+  const out: number[] = []
   const promptLength = segment.prompt.length
-  if (end <= promptLength) return segment.prompt.slice(start, end)
-  if (start >= promptLength) return segment.response.slice(start - promptLength, end - promptLength)
-  return [...segment.prompt.slice(start), ...segment.response.slice(0, end - promptLength)]
+  for (let i = start; i < Math.min(end, promptLength); i++) out.push(segment.prompt[i] as number)
+  if (end <= promptLength) return out
+  const pieces = segment.pieces
+  let position = Math.max(start, promptLength) - promptLength
+  const last = end - promptLength
+  for (let index = pieceAt(pieces, position); index < pieces.length && position < last; index++) {
+    const piece = pieces[index] as Piece
+    const length = piece.end - piece.start
+    for (let i = position - piece.offset; i < length && position < last; i++, position++) {
+      out.push(piece.tokens[piece.start + i] as number)
+    }
+  }
+  return out
 }
 
 /** A turn with sampled tokens but no aligned logprobs makes the whole trace's logprobs null. */
@@ -102,16 +140,28 @@ function lacksLogprobs(record: CompletionRecord): boolean {
   return record.response_token_ids.length > 0 && alignedLogprobs(record) === null
 }
 
-function pushResponse(segment: Segment, record: CompletionRecord): { offset: number; message: number } {
-  const offset = segment.response.length
-  const ids = record.response_token_ids
-  const logprobs = alignedLogprobs(record)
-  if (lacksLogprobs(record)) segment.turnsWithoutLogprobs++
-  for (let i = 0; i < ids.length; i++) {
-    segment.response.push(ids[i] as number)
-    segment.mask.push(1)
-    segment.slots.push(logprobs === null ? 0 : (logprobs[i] as number))
+function pushPiece(segment: Segment, piece: Omit<Piece, 'offset'>): number {
+  const offset = segment.responseLength
+  if (piece.end > piece.start) {
+    segment.pieces.push({ ...piece, offset })
+    segment.responseLength += piece.end - piece.start
   }
+  return offset
+}
+
+function pushResponse(
+  segment: Segment,
+  record: CompletionRecord,
+): { offset: number; message: number } {
+  const ids = record.response_token_ids
+  if (lacksLogprobs(record)) segment.turnsWithoutLogprobs++
+  const offset = pushPiece(segment, {
+    tokens: ids,
+    start: 0,
+    end: ids.length,
+    trainable: true,
+    logprobs: alignedLogprobs(record),
+  })
   let message = -1
   for (const item of responseMessages(record)) {
     message = segment.responseMessages.length
@@ -137,9 +187,8 @@ export function createSegment(
     breakDetail: init.breakDetail ?? null,
     retryInfo: init.retryInfo ?? null,
     prompt,
-    response: [],
-    mask: [],
-    slots: [],
+    pieces: [],
+    responseLength: 0,
     turnsWithoutLogprobs: 0,
     responseMessages: [],
     messageCount: promptMessages(record).length,
@@ -193,11 +242,13 @@ function dominantReason(byReason: Record<string, number>): DriftReason | null {
 /** Continue the segment with `record`: its interstitial (mask 0), then its sampled tokens. */
 export function appendTurn(segment: Segment, record: CompletionRecord, turn: AppendTurn): void {
   const prompt = record.prompt_token_ids
-  for (let i = turn.interStart; i < prompt.length; i++) {
-    segment.response.push(prompt[i] as number)
-    segment.mask.push(0)
-    segment.slots.push(0)
-  }
+  pushPiece(segment, {
+    tokens: prompt,
+    start: turn.interStart,
+    end: prompt.length,
+    trainable: false,
+    logprobs: null,
+  })
   const messages = promptMessages(record)
   for (let i = segment.messageCount; i < messages.length; i++) {
     segment.responseMessages.push(messages[i] as JsonObject)
@@ -230,12 +281,19 @@ export function appendTurn(segment: Segment, record: CompletionRecord, turn: App
 export function replaceTip(
   segment: Segment,
   record: CompletionRecord,
-  drift?: { state: DriftState; boundaryDrift: number },
+  resend?: { state: DriftState; boundaryDrift: number; firstEot: number },
 ): CompletionRecord {
+  let drift: { state: DriftState; boundaryDrift: number } | undefined = resend
+  if (resend !== undefined) segment.tipFirstEot = resend.firstEot
   const old = segment.turns.pop() as TurnState
-  segment.response.length = old.responseOffset
-  segment.mask.length = old.responseOffset
-  segment.slots.length = old.responseOffset
+  // Replacing the first completion: the re-send's own prompt becomes the trace prompt.
+  if (segment.turns.length === 0) {
+    segment.prompt = record.prompt_token_ids
+    drift = { state: EMPTY_DRIFT, boundaryDrift: 0 }
+  }
+  const lastPiece = segment.pieces[segment.pieces.length - 1]
+  if (lastPiece?.trainable && lastPiece.offset === old.responseOffset) segment.pieces.pop()
+  segment.responseLength = old.responseOffset
   if (lacksLogprobs(old.record)) segment.turnsWithoutLogprobs--
   if (old.messageIndex >= 0) {
     segment.responseMessages.length = old.messageIndex
@@ -282,17 +340,32 @@ export function finalizeSegment(segment: Segment, chainSegmentIndex: number): Tr
   const first = (segment.turns[0] as TurnState).record
   const last = tip(segment).record
   const turns = segment.turns.map(turnMetadata)
-  const hasLogprobs = segment.turnsWithoutLogprobs === 0 && segment.mask.some((value) => value === 1)
+  const length = segment.responseLength
+  const responseIds = new Array<number>(length)
+  const lossMask = new Array<number>(length)
+  const logprobs = new Array<number>(length)
+  let trainableTokens = 0
+  for (const piece of segment.pieces) {
+    const pieceLength = piece.end - piece.start
+    for (let i = 0; i < pieceLength; i++) {
+      const at = piece.offset + i
+      responseIds[at] = piece.tokens[piece.start + i] as number
+      lossMask[at] = piece.trainable ? 1 : 0
+      logprobs[at] = piece.logprobs === null ? 0 : (piece.logprobs[i] as number)
+    }
+    if (piece.trainable) trainableTokens += pieceLength
+  }
+  // Polar: null unless every trainable token has its logprob; context slots are 0.0.
+  const hasLogprobs = segment.turnsWithoutLogprobs === 0 && trainableTokens > 0
   return {
     prompt_ids: segment.prompt as number[],
-    response_ids: segment.response,
-    loss_mask: segment.mask,
+    response_ids: responseIds,
+    loss_mask: lossMask,
     prompt_messages: promptMessages(first),
     response_messages: segment.responseMessages,
     tools: requestTools(first),
     finish_reason: last.finish_reason,
-    // Polar: null unless every trainable token has its logprob; context slots are 0.0.
-    response_logprobs: hasLogprobs ? segment.slots : null,
+    response_logprobs: hasLogprobs ? logprobs : null,
     reward: null,
     metadata: {
       ...first.metadata,
@@ -305,7 +378,10 @@ export function finalizeSegment(segment: Segment, chainSegmentIndex: number): Tr
       break_reason: segment.breakReason,
       ...(segment.breakDetail === null ? {} : { break_detail: segment.breakDetail }),
       ...(segment.retryInfo === null ? {} : { retry: segment.retryInfo }),
-      context_drift_tokens_max: turns.reduce((max, turn) => Math.max(max, turn.context_drift_tokens), 0),
+      context_drift_tokens_max: turns.reduce(
+        (max, turn) => Math.max(max, turn.context_drift_tokens),
+        0,
+      ),
       turns,
     },
   }

@@ -25,7 +25,10 @@ export function schedulerMetadata(taskMetadata: Record<string, unknown>): Record
   return lifted
 }
 
-function firstNonEmpty(records: readonly CompletionRecord[], pick: (r: CompletionRecord) => string) {
+function firstNonEmpty(
+  records: readonly CompletionRecord[],
+  pick: (r: CompletionRecord) => string,
+) {
   for (const record of records) {
     const value = pick(record)
     if (value) return value
@@ -37,7 +40,10 @@ function firstNonEmpty(records: readonly CompletionRecord[], pick: (r: Completio
  * Without `session.metadata`, the task metadata is recovered from the first record's metadata
  * (Polar stores session metadata + `session_id` + `task_id` on every record).
  */
-export function resolveSession(records: readonly CompletionRecord[], session: SessionInfo | undefined) {
+export function resolveSession(
+  records: readonly CompletionRecord[],
+  session: SessionInfo | undefined,
+) {
   const first = records[0]
   const recordMetadata = first?.metadata ?? {}
   const taskMetadata: Record<string, unknown> = session?.metadata

@@ -32,7 +32,7 @@ function normalizedError(error: unknown): NormalizedError {
 app.onError((error, c) => {
   const adapter = detectAdapter(new URL(c.req.url), c.req.raw.headers) ?? openaiChat
   const { status, body } = adapter.buildError(normalizedError(error))
-  return c.json(body, status as 400)
+  return c.json(body, status as 400, { 'x-rollgate-error-source': 'edge' })
 })
 
 app.notFound((c) => {

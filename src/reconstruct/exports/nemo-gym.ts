@@ -52,7 +52,10 @@ function roundsOf(trace: Trace, traceIndex: number): Round[] {
         offset: Number(t.response_offset),
         length: Number(t.response_length),
         messageIndex: typeof t.message_index === 'number' ? t.message_index : -1,
-        id: typeof t.completion_id === 'string' ? t.completion_id : `trace${traceIndex}_round${index}`,
+        id:
+          typeof t.completion_id === 'string'
+            ? t.completion_id
+            : `trace${traceIndex}_round${index}`,
         drift: typeof t.context_drift_tokens === 'number' ? t.context_drift_tokens : 0,
       }
     })
@@ -63,7 +66,13 @@ function roundsOf(trace: Trace, traceIndex: number): Round[] {
     const on = trace.loss_mask[i] === 1
     if (on && start < 0) start = i
     if (!on && start >= 0) {
-      rounds.push({ offset: start, length: i - start, messageIndex: -1, id: `trace${traceIndex}_round${rounds.length}`, drift: 0 })
+      rounds.push({
+        offset: start,
+        length: i - start,
+        messageIndex: -1,
+        id: `trace${traceIndex}_round${rounds.length}`,
+        drift: 0,
+      })
       start = -1
     }
   }

@@ -32,11 +32,15 @@ function stringOrNull(value: unknown): string | null {
   return typeof value === 'string' ? value : null
 }
 
-export function toSessionResult(trajectory: Trajectory, options: SessionResultOptions = {}): SessionResult {
+export function toSessionResult(
+  trajectory: Trajectory,
+  options: SessionResultOptions = {},
+): SessionResult {
   const meta = trajectory.metadata
   const sessionId = options.session_id ?? stringOrNull(meta.session_id)
   const taskId = options.task_id ?? stringOrNull(meta.task_id)
-  if (sessionId === null) throw new Error('toSessionResult: session_id unknown (pass it in options)')
+  if (sessionId === null)
+    throw new Error('toSessionResult: session_id unknown (pass it in options)')
   if (taskId === null) throw new Error('toSessionResult: task_id unknown (pass it in options)')
   const taskMetadata = meta.task_metadata
   return sessionResultSchema.parse({

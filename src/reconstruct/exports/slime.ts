@@ -146,12 +146,15 @@ export function toSlimeSamples(result: SessionResult, options: SlimeOptions): Sl
     const recorded = trace.response_logprobs
     if (recorded === null || recorded.length === 0) {
       if (trainable && lossMask.some((value) => value === 1)) {
-        throw new RolloutLogprobError(`${where}: missing rollout_log_probs for trainable response tokens`)
+        throw new RolloutLogprobError(
+          `${where}: missing rollout_log_probs for trainable response tokens`,
+        )
       }
       logprobs = new Array<number>(responseLength).fill(0)
     } else if (recorded.length !== responseLength) {
       throw new RolloutLogprobError(
-        `${where}: rollout_log_probs length ${recorded.length} != response length ${responseLength}`,
+        `${where}: rollout_log_probs length ${recorded.length} != ` +
+          `response length ${responseLength}`,
       )
     } else {
       logprobs = [...recorded]

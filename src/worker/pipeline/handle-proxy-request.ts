@@ -81,7 +81,8 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   }
   if (!outcome.ok) {
     const { status, body } = adapter.buildError(outcome.error)
-    return Response.json(body, { status, headers })
+    // Who failed: the engine (relayed, status kept) or the edge itself (see app.onError).
+    return Response.json(body, { status, headers: { ...headers, 'x-rollgate-error-source': 'upstream' } })
   }
   return Response.json(adapter.buildResponse(outcome.completion, responseContext), { headers })
 }

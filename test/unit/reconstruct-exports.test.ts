@@ -1,0 +1,312 @@
+/**
+ * Exports (Polar SessionResult/TaskResult, slime/Miles samples, NeMo Gym rows, SFT rows), the R2
+ * key helper, and the CLI.
+ */
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { sessionResultSchema, type Trajectory } from '../../src/contract/trajectory.ts'
+import {
+  applyEvalResult,
+  groupAdvantages,
+  RolloutLogprobError,
+  reconstructTrajectory,
+  toNemoGymRows,
+  toSessionResult,
+  toSftRows,
+  toSftTokenRows,
+  toSlimeSamples,
+  toTaskResult,
+  trajectoryObjectKey,
+  trajectoryObjectPrefix,
+} from '../../src/reconstruct/index.ts'
+import { runCli } from '../../scripts/reconstruct.ts'
+import { makeRecord, withPreviousDeltas } from './reconstruct-support/records.ts'
+
+const EOT = 99
+const records = withPreviousDeltas([
+  makeRecord({
+    seq: 0,
+    prompt: [1, 2, 3],
+    response: [10, 11, EOT],
+    logprobs: [-0.1, -0.2, -0.3],
+    messages: [{ role: 'user', content: 'fix it' }],
+    responseMessage: {
+      role: 'assistant',
+      content: '',
+      reasoning_content: 'look first',
+      tool_calls: [
+        { id: 'c1', type: 'function', function: { name: 'bash', arguments: '{"command":"ls"}' } },
+      ],
+    },
+    finish: 'tool_calls',
+  }),
+  makeRecord({
+    seq: 1,
+    prompt: [1, 2, 3, 10, 11, EOT, 50, 51],
+    response: [20, 21, EOT],
+    logprobs: [-0.5, -0.6, -0.7],
+    messages: [
+      { role: 'user', content: 'fix it' },
+      { role: 'assistant', content: '' },
+      { role: 'tool', tool_call_id: 'c1', content: 'a.ts' },
+    ],
+    responseMessage: { role: 'assistant', content: 'done' },
+  }),
+])
+const session = {
+  session_id: 'sess-1',
+  task_id: 'task-1',
+  metadata: { group_id: 'g-1', policy_version: 3 },
+}
+const merged = () =>
+  applyEvalResult(reconstructTrajectory(records, { builder: 'prefix_merging', session }), {
+    outcome_reward: 1,
+    trace_rewards: null,
+    metadata: {},
+  })
+
+describe('Polar results', () => {
+  it('SessionResult parses with the contract; status from the trajectory; default timing', () => {
+    const result = toSessionResult(merged())
+    expect(sessionResultSchema.parse(result)).toEqual(result)
+    expect(result).toMatchObject({
+      session_id: 'sess-1',
+      task_id: 'task-1',
+      status: 'COMPLETED',
+      timing: { register_to_init_queue_ms: 0, init_ms: 0, run_ms: 0, postrun_ms: 0 },
+      node_id: null,
+      error: null,
+      metadata: session.metadata,
+    })
+    const failed = toSessionResult({ ...merged(), status: 'TIMEOUT', error: 'agent timeout' })
+    expect(failed).toMatchObject({ status: 'TIMEOUT', error: 'agent timeout' })
+  })
+
+  it('TaskResult status: completed / failed / running', () => {
+    const ok = toSessionResult(merged())
+    const bad = toSessionResult({ ...merged(), status: 'ERROR', error: 'x' })
+    expect(toTaskResult('task-1', [ok, bad]).status).toBe('completed')
+    expect(toTaskResult('task-1', [bad]).status).toBe('failed')
+    expect(toTaskResult('task-1', [ok, { ...bad, status: 'RUNNING' }]).status).toBe('running')
+    expect(toTaskResult('task-1', [ok], { result_paths: ['a.json'] }).result_paths).toEqual([
+      'a.json',
+    ])
+  })
+})
+
+describe('slime / Miles samples', () => {
+  it('one sample per trace with Polar’s field rules', () => {
+    const [sample] = toSlimeSamples(toSessionResult(merged()), {
+      group_index: 4,
+      trajectory_index: 2,
+    })
+    expect(sample).toMatchObject({
+      group_index: 4,
+      index: 2,
+      group_id: 2,
+      tokens: [1, 2, 3, 10, 11, EOT, 50, 51, 20, 21, EOT],
+      response_length: 8,
+      loss_mask: [1, 1, 1, 0, 0, 1, 1, 1],
+      rollout_log_probs: [-0.1, -0.2, -0.3, 0, 0, -0.5, -0.6, -0.7],
+      reward: { score: 1 },
+      status: 'COMPLETED',
+      session_id: 'sess-1',
+    })
+    expect(sample?.metadata.polar).toMatchObject({
+      trace_index: 0,
+      group_id: 'g-1',
+      policy_version: 3,
+    })
+    expect(sample?.response).toContain('bash({"command":"ls"})')
+  })
+
+  it('status: TIMEOUT→ABORTED, ERROR→FAILED (masks zeroed), length→TRUNCATED', () => {
+    const result = toSessionResult(merged())
+    const statusOf = (trajectory: Trajectory) =>
+      toSlimeSamples({ ...result, trajectory }, { group_index: 0, trajectory_index: 0 })[0]
+    const aborted = statusOf({ ...result.trajectory, status: 'TIMEOUT' })
+    expect(aborted?.status).toBe('ABORTED')
+    expect(aborted?.loss_mask.every((v) => v === 0)).toBe(true)
+    expect(statusOf({ ...result.trajectory, status: 'ERROR' })?.status).toBe('FAILED')
+    expect(statusOf({ ...result.trajectory, error: 'evaluator failed' })?.status).toBe('FAILED')
+    const truncated = {
+      ...result.trajectory,
+      traces: result.trajectory.traces.map((t) => ({ ...t, finish_reason: 'length' })),
+    }
+    expect(statusOf(truncated)?.status).toBe('TRUNCATED')
+  })
+
+  it('trainable trace without logprobs → RolloutLogprobError; not for failed ones', () => {
+    const result = toSessionResult(merged())
+    const noLogprobs = {
+      ...result.trajectory,
+      traces: result.trajectory.traces.map((t) => ({ ...t, response_logprobs: null })),
+    }
+    expect(() =>
+      toSlimeSamples(
+        { ...result, trajectory: noLogprobs },
+        { group_index: 0, trajectory_index: 0 },
+      ),
+    ).toThrow(RolloutLogprobError)
+    const failed = toSlimeSamples(
+      { ...result, status: 'ERROR', trajectory: { ...noLogprobs, status: 'ERROR' } },
+      { group_index: 0, trajectory_index: 0 },
+    )
+    expect(failed[0]?.rollout_log_probs.every((v) => v === 0)).toBe(true)
+  })
+
+  it('over-long traces are dropped; none left → one fully masked placeholder', () => {
+    const samples = toSlimeSamples(toSessionResult(merged()), {
+      group_index: 1,
+      trajectory_index: 0,
+      max_tokens: 5,
+    })
+    expect(samples).toEqual([
+      expect.objectContaining({
+        tokens: [0, 0],
+        loss_mask: [0],
+        remove_sample: true,
+        status: 'ABORTED',
+        reward: { score: 0 },
+      }),
+    ])
+  })
+
+  it('group advantages can be attached per sample', () => {
+    const a = merged()
+    const b = applyEvalResult(a, { outcome_reward: 0, trace_rewards: null, metadata: {} })
+    const { advantages } = groupAdvantages([a, b])
+    const [sample] = toSlimeSamples(toSessionResult(a), {
+      group_index: 0,
+      trajectory_index: 0,
+      advantages: advantages[0],
+    })
+    expect(sample?.advantage).toBe(1)
+  })
+})
+
+describe('NeMo Gym rows', () => {
+  it('one output message per sampled round, prompts extending each other', () => {
+    const [row] = toNemoGymRows(merged())
+    const output = row?.response.output ?? []
+    expect(output).toHaveLength(2)
+    expect(output[0]).toMatchObject({
+      type: 'message',
+      role: 'assistant',
+      prompt_token_ids: [1, 2, 3],
+      generation_token_ids: [10, 11, EOT],
+      generation_log_probs: [-0.1, -0.2, -0.3],
+    })
+    expect(output[1]).toMatchObject({
+      prompt_token_ids: [1, 2, 3, 10, 11, EOT, 50, 51],
+      generation_token_ids: [20, 21, EOT],
+      generation_log_probs: [-0.5, -0.6, -0.7],
+      content: [{ type: 'output_text', text: 'done', annotations: [] }],
+    })
+    expect(row).toMatchObject({ session_id: 'sess-1', reward: 1, branch: 'main' })
+  })
+
+  it('falls back to mask-1 runs for traces without turn metadata', () => {
+    const trajectory = merged()
+    const bare = { ...trajectory, traces: trajectory.traces.map((t) => ({ ...t, metadata: {} })) }
+    const output = toNemoGymRows(bare)[0]?.response.output ?? []
+    expect(output.map((m) => m.generation_token_ids)).toEqual([
+      [10, 11, EOT],
+      [20, 21, EOT],
+    ])
+  })
+})
+
+describe('SFT rows', () => {
+  it('OpenAI chat shape: prompt messages, then assistant turns and tool results', () => {
+    const [row] = toSftRows(merged())
+    expect(row?.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant'])
+    expect(row?.messages[1]).toMatchObject({ reasoning_content: 'look first' })
+    expect(toSftRows(merged(), { include_reasoning: false })[0]?.messages[1]).not.toHaveProperty(
+      'reasoning_content',
+    )
+    expect(row?.tools).toEqual([{ type: 'function', function: { name: 'bash', parameters: {} } }])
+    expect(toSftRows(merged(), { branches: ['sub_agent'] })).toEqual([])
+    expect(toSftRows(merged(), { min_reward: 2 })).toEqual([])
+  })
+
+  it('token variant: whole sequence, prompt positions masked', () => {
+    const [row] = toSftTokenRows(merged())
+    expect(row?.input_ids).toEqual([1, 2, 3, 10, 11, EOT, 50, 51, 20, 21, EOT])
+    expect(row?.loss_mask).toEqual([0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 1])
+    expect(row?.prompt_length).toBe(3)
+  })
+})
+
+describe('R2 key layout', () => {
+  it('trajectories/<session_id>/<builder>.json with the id percent-encoded', () => {
+    expect(trajectoryObjectKey('sess-1', 'prefix_merging')).toBe(
+      'trajectories/sess-1/prefix_merging.json',
+    )
+    expect(trajectoryObjectKey('a/../b', 'per_request')).toBe(
+      'trajectories/a%2F..%2Fb/per_request.json',
+    )
+    expect(trajectoryObjectPrefix('sess-1')).toBe('trajectories/sess-1/')
+    expect(() => trajectoryObjectKey('', 'per_request')).toThrow()
+    expect(() => trajectoryObjectKey('..', 'per_request')).toThrow()
+    expect(() => trajectoryObjectKey('s', 'strict' as never)).toThrow()
+  })
+})
+
+describe('CLI (scripts/reconstruct.ts)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'reconstruct-cli-'))
+  const wrapped = join(dir, 'completions.json')
+  const bare = join(dir, 'records.json')
+  writeFileSync(wrapped, JSON.stringify({ session_id: 'sess-1', completions: records }))
+  writeFileSync(bare, JSON.stringify(records))
+
+  it('reads both file shapes and prints every format', () => {
+    const trajectory = JSON.parse(runCli(['--records', wrapped])) as Trajectory
+    expect(trajectory.traces).toHaveLength(1)
+    expect(JSON.parse(runCli(['--records', bare, '--builder', 'per_request'])).traces).toHaveLength(
+      2,
+    )
+    const lines = (format: string) =>
+      runCli(['--records', bare, '--format', format]).trim().split('\n')
+    expect(JSON.parse(lines('slime')[0] ?? '{}')).toMatchObject({ response_length: 8 })
+    expect(JSON.parse(lines('nemo-gym')[0] ?? '{}').response.output).toHaveLength(2)
+    expect(JSON.parse(lines('sft')[0] ?? '{}').messages).toHaveLength(4)
+    expect(JSON.parse(lines('sft-tokens')[0] ?? '{}').input_ids).toHaveLength(11)
+    expect(JSON.parse(runCli(['--records', bare, '--format', 'session-result'])).status).toBe(
+      'COMPLETED',
+    )
+    const strict = JSON.parse(
+      runCli([
+        '--records',
+        bare,
+        '--config',
+        '{"strict":true}',
+        '--eval',
+        '{"outcome_reward":0.5}',
+      ]),
+    )
+    expect(strict.traces[0].reward).toBe(0.5)
+  })
+
+  it('rejects bad input with a message', () => {
+    expect(() => runCli([])).toThrow(/usage/)
+    expect(() => runCli(['--records', bare, '--format', 'csv'])).toThrow()
+    expect(() => runCli(['--records', bare, '--config', '{nope'])).toThrow(
+      /--config is not valid JSON/,
+    )
+  })
+
+  it('runs as a script', () => {
+    const out = execFileSync(
+      process.execPath,
+      ['scripts/reconstruct.ts', '--records', wrapped, '--format', 'sft'],
+      {
+        encoding: 'utf8',
+      },
+    )
+    expect(out.trim().split('\n')).toHaveLength(1)
+  })
+})
