@@ -11,12 +11,37 @@ export function pathOf(path: ReadonlyArray<PropertyKey>): string {
   return out
 }
 
-/** Parse or throw a `RequestValidationError` naming the first bad field. */
+/**
+ * Parse or throw a `RequestValidationError` naming the most specific bad field: for unions (string or
+ * block list) the branch error with the deepest path wins, so a bad block type reads
+ * `messages[0].content[1].type`, not `messages[0].content`.
+ */
 export function parseOrThrow<T>(schema: z.ZodType<T>, value: unknown): T {
   const result = schema.safeParse(value)
   if (result.success) return result.data
-  const issue = result.error.issues[0]
-  const param = issue ? pathOf(issue.path) : null
-  const detail = issue ? issue.message : 'invalid request'
+  const best = deepestIssue(result.error.issues, [])
+  const param = best ? pathOf(best.path) : ''
+  const detail = best?.message ?? 'invalid request'
   throw new RequestValidationError(param ? `${param}: ${detail}` : detail, param || null)
+}
+
+interface FlatIssue {
+  path: PropertyKey[]
+  message: string
+}
+
+function deepestIssue(issues: readonly z.core.$ZodIssue[], prefix: PropertyKey[]): FlatIssue | null {
+  let best: FlatIssue | null = null
+  for (const issue of issues) {
+    const path = [...prefix, ...issue.path]
+    let candidate: FlatIssue = { path, message: issue.message }
+    if (issue.code === 'invalid_union' && issue.errors.length > 0) {
+      for (const branch of issue.errors) {
+        const inner = deepestIssue(branch, path)
+        if (inner && inner.path.length > candidate.path.length) candidate = inner
+      }
+    }
+    if (!best || candidate.path.length > best.path.length) best = candidate
+  }
+  return best
 }

@@ -4,6 +4,8 @@
  * verifies a token without a lookup; it is unguessable without the signing key, and names its session.
  */
 
+import { base64UrlToBytes, bytesToBase64Url } from '../../normalize/base64url.ts'
+
 const TOKEN_PREFIX = 'rg_'
 const encoder = new TextEncoder()
 const keys = new Map<string, Promise<CryptoKey>>()
@@ -20,27 +22,9 @@ function hmacKey(secret: string): Promise<CryptoKey> {
   return key
 }
 
-function base64url(bytes: Uint8Array): string {
-  let binary = ''
-  for (const byte of bytes) binary += String.fromCharCode(byte)
-  return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')
-}
-
-function fromBase64url(text: string): Uint8Array | null {
-  if (!/^[A-Za-z0-9_-]*$/.test(text)) return null
-  try {
-    const binary = atob(text.replace(/-/g, '+').replace(/_/g, '/') + '='.repeat((4 - (text.length % 4)) % 4))
-    const out = new Uint8Array(binary.length)
-    for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i)
-    return out
-  } catch {
-    return null
-  }
-}
-
 export async function createSessionToken(sessionId: string, secret: string): Promise<string> {
   const signature = await crypto.subtle.sign('HMAC', await hmacKey(secret), encoder.encode(sessionId))
-  return `${TOKEN_PREFIX}${base64url(encoder.encode(sessionId))}.${base64url(new Uint8Array(signature))}`
+  return `${TOKEN_PREFIX}${bytesToBase64Url(encoder.encode(sessionId))}.${bytesToBase64Url(new Uint8Array(signature))}`
 }
 
 /** The session id a token names, or null when it is malformed or its signature does not verify. */
@@ -48,8 +32,8 @@ export async function verifySessionToken(token: string, secret: string): Promise
   if (!token.startsWith(TOKEN_PREFIX)) return null
   const [idPart, signaturePart, extra] = token.slice(TOKEN_PREFIX.length).split('.')
   if (!idPart || !signaturePart || extra !== undefined) return null
-  const idBytes = fromBase64url(idPart)
-  const signature = fromBase64url(signaturePart)
+  const idBytes = base64UrlToBytes(idPart)
+  const signature = base64UrlToBytes(signaturePart)
   if (!idBytes || !signature || signature.length !== 32) return null
   const valid = await crypto.subtle.verify('HMAC', await hmacKey(secret), signature, idBytes)
   return valid ? new TextDecoder().decode(idBytes) : null

@@ -8,6 +8,7 @@
  * `rgth1.<base64url(completionId)>.<base64url(reasoning)>`. A replayed thinking block's reasoning is
  * recovered byte for byte from its signature even when the client strips or rewrites the text.
  */
+import { base64UrlDecode, base64UrlEncode } from '../../base64url.ts'
 
 const SIGNATURE_PREFIX = 'rgth1.'
 
@@ -40,24 +41,4 @@ export function decodeThinkingSignature(signature: string): { completionId: stri
   return completionId === null || reasoning === null ? null : { completionId, reasoning }
 }
 
-export function base64UrlEncode(text: string): string {
-  const bytes = new TextEncoder().encode(text)
-  let binary = ''
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000))
-  }
-  return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')
-}
-
-/** Strict: null unless the input is valid base64url of valid UTF-8. */
-export function base64UrlDecode(encoded: string): string | null {
-  if (!/^[A-Za-z0-9_-]*$/.test(encoded)) return null
-  try {
-    const binary = atob(encoded.replace(/-/g, '+').replace(/_/g, '/'))
-    const bytes = new Uint8Array(binary.length)
-    for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i)
-    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes)
-  } catch {
-    return null
-  }
-}
+export { base64UrlDecode, base64UrlEncode }

@@ -5,8 +5,7 @@
  * @see https://docs.anthropic.com/en/api/messages
  */
 import { z } from 'zod'
-import { RequestValidationError } from '../../adapter.ts'
-import { pathOf } from '../../zod-issues.ts'
+import { parseOrThrow } from '../../zod-issues.ts'
 
 const cacheControlSchema = z.looseObject({ type: z.string() }).nullish()
 
@@ -174,37 +173,5 @@ export type AnthropicRequest = z.infer<typeof anthropicRequestSchema>
 export const anthropicCountTokensSchema = z.looseObject(anthropicPromptShape)
 export type AnthropicCountTokensRequest = z.infer<typeof anthropicCountTokensSchema>
 
-/**
- * Parse or throw a `RequestValidationError` naming the most specific bad field: for unions (string or
- * block list) the branch error with the deepest path wins, so a bad block type reads
- * `messages[0].content[1].type`, not `messages[0].content`.
- */
-export function parseAnthropicWire<T>(schema: z.ZodType<T>, value: unknown): T {
-  const result = schema.safeParse(value)
-  if (result.success) return result.data
-  const best = deepestIssue(result.error.issues, [])
-  const param = best ? pathOf(best.path) : ''
-  const detail = best?.message ?? 'invalid request'
-  throw new RequestValidationError(param ? `${param}: ${detail}` : detail, param || null)
-}
-
-interface FlatIssue {
-  path: PropertyKey[]
-  message: string
-}
-
-function deepestIssue(issues: readonly z.core.$ZodIssue[], prefix: PropertyKey[]): FlatIssue | null {
-  let best: FlatIssue | null = null
-  for (const issue of issues) {
-    const path = [...prefix, ...issue.path]
-    let candidate: FlatIssue = { path, message: issue.message }
-    if (issue.code === 'invalid_union' && issue.errors.length > 0) {
-      for (const branch of issue.errors) {
-        const inner = deepestIssue(branch, path)
-        if (inner && inner.path.length > candidate.path.length) candidate = inner
-      }
-    }
-    if (!best || candidate.path.length > best.path.length) best = candidate
-  }
-  return best
-}
+/** Wire parsing for this provider: the shared deepest-field validation. */
+export const parseAnthropicWire = parseOrThrow

@@ -7,6 +7,7 @@
  * `rgrs1.<base64url(completionId)>.<base64url(reasoning)>`. The reasoning text is recovered byte for
  * byte when Codex / opencode replay the item with `store:false`. Polar's `polar:` tokens are read too.
  */
+import { base64UrlDecode, base64UrlEncode } from '../../base64url.ts'
 
 const ENCRYPTED_PREFIX = 'rgrs1.'
 const POLAR_PREFIX = 'polar:'
@@ -41,24 +42,4 @@ export function decodeReasoningContent(token: string): { completionId: string | 
   return completionId === null || reasoning === null ? null : { completionId, reasoning }
 }
 
-export function base64UrlEncode(text: string): string {
-  const bytes = new TextEncoder().encode(text)
-  let binary = ''
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + 0x8000))
-  }
-  return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')
-}
-
-/** Strict: null unless the input is valid base64url of valid UTF-8. */
-export function base64UrlDecode(encoded: string): string | null {
-  if (!/^[A-Za-z0-9_-]*$/.test(encoded)) return null
-  try {
-    const binary = atob(encoded.replace(/-/g, '+').replace(/_/g, '/'))
-    const bytes = new Uint8Array(binary.length)
-    for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i)
-    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes)
-  } catch {
-    return null
-  }
-}
+export { base64UrlDecode, base64UrlEncode }
