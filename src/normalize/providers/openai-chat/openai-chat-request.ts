@@ -19,6 +19,14 @@ export function parseOpenaiChatRequest(body: unknown): ParsedRequest {
     )
     warnings.push({ code: 'developer_role_mapped', message: 'developer messages sent as system messages' })
   }
+  const repaired = wrapUnparsableArguments(messages)
+  if (repaired !== messages) {
+    messages = repaired
+    warnings.push({
+      code: 'tool_arguments_wrapped',
+      message: 'replayed tool-call arguments that are not a JSON object sent as {"raw_input": …}',
+    })
+  }
   const request: ChatRequest = messages === original.messages ? original : { ...original, messages }
   return {
     request,
@@ -26,5 +34,39 @@ export function parseOpenaiChatRequest(body: unknown): ParsedRequest {
     stream: parsed.stream === true,
     streamUsage: parsed.stream_options?.include_usage === true,
     modelRequested: parsed.model,
+  }
+}
+
+/**
+ * vLLM `json.loads` the arguments of replayed tool calls to render the template, so one call the model
+ * once sampled as invalid JSON would turn every later turn into a 400. Such arguments are wrapped as
+ * `{"raw_input": "<the text>"}` (slime's convention), empty ones as `{}`; valid ones are left untouched
+ * (same array back, so the harness's bytes are still forwarded as they are).
+ */
+function wrapUnparsableArguments(messages: ChatMessage[]): ChatMessage[] {
+  let out: ChatMessage[] | null = null
+  messages.forEach((message, index) => {
+    if (message.role !== 'assistant' || !Array.isArray(message.tool_calls)) return
+    let changed = false
+    const calls = (message.tool_calls as { function?: { arguments?: unknown } }[]).map((call) => {
+      const args = call.function?.arguments
+      if (typeof args !== 'string' || isJsonObject(args)) return call
+      changed = true
+      const repaired = args.trim() === '' ? '{}' : JSON.stringify({ raw_input: args })
+      return { ...call, function: { ...call.function, arguments: repaired } }
+    })
+    if (!changed) return
+    out ??= [...messages]
+    out[index] = { ...message, tool_calls: calls }
+  })
+  return out ?? messages
+}
+
+function isJsonObject(text: string): boolean {
+  try {
+    const value: unknown = JSON.parse(text)
+    return value !== null && typeof value === 'object' && !Array.isArray(value)
+  } catch {
+    return false
   }
 }
