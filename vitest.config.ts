@@ -27,6 +27,9 @@ export default defineConfig({
                 ROLLGATE_SIGNING_KEY: 'test-signing-key',
                 ROLLGATE_UPSTREAM_URL: 'http://127.0.0.1:9',
                 ROLLGATE_SERVED_MODEL: 'Qwen/Qwen3-8B',
+                ROLLGATE_RUNNER_TOKEN: 'test-runner-token',
+                // Callback retries are driven by runDurableObjectAlarm in tests, never by the clock.
+                ROLLGATE_CALLBACK_BASE_DELAY_MS: '60000',
               },
             },
           }),

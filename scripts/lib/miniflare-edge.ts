@@ -39,7 +39,12 @@ export async function startMiniflareEdge(options: { persistTo: string; vars: Rec
       modules: true,
       compatibilityDate: '2026-08-01',
       compatibilityFlags: ['nodejs_compat', 'enable_request_signal'],
-      durableObjects: { SESSIONS: { className: 'SessionObject', useSQLite: true } },
+      durableObjects: {
+        SESSIONS: { className: 'SessionObject', useSQLite: true },
+        TASKS: { className: 'TaskObject', useSQLite: true },
+        RUNNERS: { className: 'RunnerHub', useSQLite: true },
+        INFERENCE_GATE: { className: 'InferenceGate', useSQLite: true },
+      },
       r2Buckets: ['BLOBS'],
       cf: false,
       bindings: {

@@ -10,12 +10,18 @@ import { openaiChat } from '../normalize/providers/openai-chat/index.ts'
 import type { NormalizedError } from '../normalize/types.ts'
 import { GatewayError } from './errors.ts'
 import { adminSessions } from './routes/admin-sessions.ts'
+import { inferenceAdmin } from './routes/inference-admin.ts'
+import { rollout } from './routes/rollout.ts'
+import { runners } from './routes/runners.ts'
 import { proxy } from './routes/proxy.ts'
 
 export const app = new Hono<{ Bindings: Env }>()
 
 app.on(['GET', 'HEAD'], '/', (c) => c.json({ status: 'ok', service: 'rollgate' }))
 app.route('/v1/sessions', adminSessions)
+app.route('/', rollout)
+app.route('/', runners)
+app.route('/', inferenceAdmin)
 app.route('/s/:token/a/:agent', proxy)
 app.route('/s/:token', proxy)
 app.route('/', proxy)

@@ -6,4 +6,16 @@ interface Env {
   ROLLGATE_MAX_BODY_BYTES?: string
   ROLLGATE_UPSTREAM_TIMEOUT_MS?: string
   ROLLGATE_HEARTBEAT_MS?: string
+  /** Credential runners present on `GET /runners/connect` (a separate kind from admin and session tokens). */
+  ROLLGATE_RUNNER_TOKEN?: string
+  /** Expected runner heartbeat cadence (default 10000); a runner is unhealthy after 2.5 intervals. */
+  ROLLGATE_RUNNER_HEARTBEAT_MS?: string
+  /** How long a disconnected or silent runner keeps its sessions (default 2.5 heartbeat intervals). */
+  ROLLGATE_RUNNER_GRACE_MS?: string
+  /** First trainer-callback retry delay (doubles per attempt; default 1000). */
+  ROLLGATE_CALLBACK_BASE_DELAY_MS?: string
+  /** Trainer-callback attempts before giving up (default 10). */
+  ROLLGATE_CALLBACK_MAX_ATTEMPTS?: string
+  /** Public origin harnesses use to reach the edge (default: the origin of the submit request). */
+  ROLLGATE_PUBLIC_URL?: string
 }

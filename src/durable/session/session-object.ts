@@ -14,6 +14,12 @@ import type { CompletionInput, SessionConfig } from './record.ts'
 import { ensureSchema } from './schema.ts'
 import { Sql } from './sql.ts'
 import { type SessionFinalization, SessionStore } from './session-store.ts'
+import { type Admission, SessionRollout } from './session-rollout.ts'
+import type { LifecycleOutcome, LifecycleSpec, LifecycleState, RunnerUpstream } from './session-lifecycle.ts'
+import type { AgentResult, RunnerSessionStatus } from '../../contract/runner-protocol.ts'
+import type { EvalResult, SessionResult } from '../../contract/trajectory.ts'
+import { INFERENCE_GATE_NAME, RUNNER_HUB_NAME } from '../runner/names.ts'
+import type { GateView } from './session-gate.ts'
 
 export interface SessionSummary {
   config: SessionConfig
@@ -37,6 +43,7 @@ export class SessionObject extends DurableObject<Env> {
   readonly #sql: Sql
   readonly #store: SessionStore
   #log: CompletionLog | null = null
+  #rollout: SessionRollout | null = null
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
@@ -97,6 +104,75 @@ export class SessionObject extends DurableObject<Env> {
     }
     this.#store.setFinalization(finalization)
     return finalization
+  }
+
+  // --- Rollout lifecycle (logic in session-rollout.ts / session-lifecycle.ts) ---
+
+  register(config: SessionConfig, spec: LifecycleSpec): Promise<{ created: boolean; status: string }> {
+    return this.#rolloutSide().register(config, spec)
+  }
+
+  admit(leaseMs?: number, maxWaitMs?: number): Promise<Admission> {
+    return this.#rolloutSide().admit(leaseMs, maxWaitMs)
+  }
+
+  recordAdmitted(ticket: string, input: CompletionInput): Promise<RecordResult> {
+    return this.#rolloutSide().recordAdmitted(ticket, input)
+  }
+
+  gateSync(view: GateView): { subscribed: boolean; inflight: number } {
+    return this.#rolloutSide().gateSync(view)
+  }
+
+  lifecycle(): LifecycleState | null {
+    return this.#rolloutSide().lifecycle()
+  }
+
+  assignRunner(runnerId: string, upstream: RunnerUpstream | null): Promise<LifecycleOutcome> {
+    return this.#rolloutSide().assignRunner(runnerId, upstream)
+  }
+
+  runnerReport(runnerId: string, status: RunnerSessionStatus): Promise<LifecycleOutcome> {
+    return this.#rolloutSide().runnerReport(runnerId, status)
+  }
+
+  runnerFinished(
+    runnerId: string,
+    agentResult: AgentResult | null,
+    evalResult: EvalResult | null,
+    error: string | null,
+  ): Promise<LifecycleOutcome> {
+    return this.#rolloutSide().runnerFinished(runnerId, agentResult, evalResult, error)
+  }
+
+  runnerLost(runnerId: string, reason: string): Promise<LifecycleOutcome & { requeued?: boolean }> {
+    return this.#rolloutSide().runnerLost(runnerId, reason)
+  }
+
+  cancel(reason?: string): Promise<LifecycleOutcome> {
+    return this.#rolloutSide().cancel(reason)
+  }
+
+  result(): Promise<SessionResult | null> {
+    return this.#rolloutSide().result()
+  }
+
+  async alarm(): Promise<void> {
+    await this.#rolloutSide().alarm()
+  }
+
+  #rolloutSide(): SessionRollout {
+    this.#rollout ??= new SessionRollout({
+      sql: this.#sql,
+      storage: this.ctx.storage,
+      config: () => this.#store.config(),
+      createConfig: (config) => this.#store.create(config),
+      log: () => this.#requireLog(),
+      task: (taskId) => this.env.TASKS.get(this.env.TASKS.idFromName(taskId)),
+      hub: () => this.env.RUNNERS.get(this.env.RUNNERS.idFromName(RUNNER_HUB_NAME)),
+      gate: () => this.env.INFERENCE_GATE.get(this.env.INFERENCE_GATE.idFromName(INFERENCE_GATE_NAME)),
+    })
+    return this.#rollout
   }
 
   #requireConfig(): SessionConfig {

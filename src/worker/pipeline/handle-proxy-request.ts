@@ -16,6 +16,8 @@ import { type CallFacts, completionInput } from './completion-input.ts'
 import { parseJsonBody, readBodyText } from './read-body.ts'
 import { resolvePreviousResponseBody, sessionCompletionLookup } from './resolve-previous-response.ts'
 import { authenticateSession } from './session-access.ts'
+import { type CallTarget, resolveCallTarget } from './call-target.ts'
+import type { SessionRolloutRpc } from '../../durable/session/session-rollout.ts'
 
 export interface ProxyContext {
   env: Env
@@ -38,11 +40,12 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   const startedClock = performance.now()
   const { env, config, request, url } = context
   const access = await authenticateSession(env, config, request, url, context.path)
+  const target = await resolveCallTarget(env, config, access)
   const originalText = await readBodyText(request, config.maxBodyBytes)
   let body = parseJsonBody(originalText)
   if (adapter.id === 'openai-responses') body = await resolvePreviousResponseBody(body, sessionCompletionLookup(access.stub))
   const parsed = adapter.parseRequest(body, url)
-  const upstream = access.config.upstream
+  const upstream = target.upstream
   const engineOptions = { kind: upstream.kind, servedModel: upstream.served_model }
   const engineBody = buildEngineRequest(parsed.request, engineOptions)
   const facts: CallFacts = {
@@ -55,7 +58,7 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
     originalText,
     startedAt,
     startedClock,
-    route: 'direct',
+    route: target.route,
   }
   const responseContext: ResponseContext = {
     modelRequested: parsed.modelRequested,
@@ -65,16 +68,28 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
     ...(parsed.responseOptions === undefined ? {} : { responseOptions: parsed.responseOptions }),
   }
   const call = (signal: AbortSignal) =>
-    callUpstream({ upstream, body: facts.requestText, apiKey: config.upstreamApiKey, timeoutMs: config.upstreamTimeoutMs, signal })
+    callUpstream({
+      upstream,
+      body: facts.requestText,
+      apiKey: target.fetch ? null : config.upstreamApiKey,
+      timeoutMs: config.upstreamTimeoutMs,
+      signal,
+      ...(target.fetch ? { fetch: target.fetch } : {}),
+    })
+  const record = (outcome: UpstreamOutcome, abandoned: boolean) => recordCall(facts, target, outcome, abandoned)
 
-  if (parsed.stream) return streamAnswer(context, adapter, facts, responseContext, call)
+  if (parsed.stream) return streamAnswer(context, adapter, responseContext, call, record)
 
   const prepared = performance.now()
-  const outcome = await call(request.signal)
-  const answered = performance.now()
-  const abandoned = request.signal.aborted
-  await record(facts, outcome, abandoned)
-  const committed = performance.now()
+  // A client that disconnects cancels this handler; under waitUntil the call still ends with its record (abandoned).
+  const settled = (async () => {
+    const outcome = await call(request.signal)
+    const answered = performance.now()
+    await record(outcome, request.signal.aborted)
+    return { outcome, answered, committed: performance.now() }
+  })()
+  context.waitUntil(settled)
+  const { outcome, answered, committed } = await settled
   // Server-Timing lets operators (and bench:gateway) see where the edge's time goes.
   const headers = {
     'server-timing': `prepare;dur=${(prepared - startedClock).toFixed(2)}, upstream;dur=${(answered - prepared).toFixed(2)}, capture;dur=${(committed - answered).toFixed(2)}`,
@@ -87,17 +102,24 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   return Response.json(adapter.buildResponse(outcome.completion, responseContext), { headers })
 }
 
-function record(facts: CallFacts, outcome: UpstreamOutcome, abandoned: boolean) {
+/** Commit the record; a rollout call also returns its generation-gate lease and carries the gate's policy version. */
+function recordCall(facts: CallFacts, target: CallTarget, outcome: UpstreamOutcome, abandoned: boolean) {
   const status = abandoned ? 'abandoned' : outcome.ok ? 'ok' : 'failed'
-  return facts.access.stub.record(completionInput(facts, outcome, status))
+  const input = completionInput(facts, outcome, status)
+  // A tunnelled call went to the runner's engine, not to the session's configured upstream.
+  input.provenance.upstream_url = target.upstream.url
+  input.provenance.upstream_kind = target.upstream.kind
+  if (target.policyVersion !== null) input.provenance.policy_version = target.policyVersion
+  if (target.ticket === null) return facts.access.stub.record(input)
+  return (facts.access.stub as unknown as Pick<SessionRolloutRpc, 'recordAdmitted'>).recordAdmitted(target.ticket, input)
 }
 
 function streamAnswer(
   context: ProxyContext,
   adapter: ProviderAdapter,
-  facts: CallFacts,
   responseContext: ResponseContext,
   call: (signal: AbortSignal) => Promise<UpstreamOutcome>,
+  record: (outcome: UpstreamOutcome, abandoned: boolean) => Promise<unknown>,
 ): Response {
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>()
   const writer = writable.getWriter()
@@ -122,7 +144,7 @@ function streamAnswer(
     }
     const abandoned = clientGone.signal.aborted
     try {
-      await record(facts, outcome, abandoned)
+      await record(outcome, abandoned)
     } catch (error) {
       // The capture failed: the client must not get an answer we did not keep.
       write(streamEncoder.error({ status: 500, kind: 'internal', message: `capture failed: ${(error as Error).message}` }))

@@ -1,0 +1,182 @@
+/**
+ * @module
+ * Edge ↔ runner WebSocket protocol, version 1. Every frame is one JSON text message with a `type`;
+ * both directions are validated with `z.discriminatedUnion('type', …)`. Runtime-neutral (zod only):
+ * the edge's runner hub and any runner (Node, Python via the JSON schema) share it.
+ *
+ * Lifecycle: the runner connects to `GET /runners/connect?runner_id=<id>` with its runner token,
+ * sends `register` (capacity, served model, sessions it still holds after a reconnect), then
+ * `heartbeat` with stage metrics every `heartbeat_interval_ms`. The edge sends `assign`; the runner
+ * answers `ack`, reports `session.status` (INITIALIZING → READY → RUNNING) and `session.finished`.
+ *
+ * Inference tunnel: the edge sends `tunnel.request` (+ `tunnel.body` frames while `more`), the
+ * runner answers `tunnel.head` (+ `tunnel.chunk` frames while `more`) from its local engine, or
+ * `tunnel.error`; `tunnel.cancel` aborts a request (client gone, timeout). Bodies are UTF-8 text
+ * (the engine API is JSON and SSE), split into frames of at most `TUNNEL_CHUNK_CHARS`.
+ */
+import { z } from 'zod'
+import { upstreamKindSchema } from './completion-record.ts'
+import { agentSpecSchema, evaluatorSpecSchema, runtimeSpecSchema, stageMetricsSchema, strategySpecSchema } from './rollout.ts'
+import { evalResultSchema } from './trajectory.ts'
+
+export const RUNNER_PROTOCOL_VERSION = 1
+/**
+ * Characters of body per tunnel frame. Workers cap a WebSocket message at 1 MiB; JSON escaping can
+ * grow text up to 6× (`\u00XX`), so 128 Ki characters keeps even a worst-case frame under it.
+ */
+export const TUNNEL_CHUNK_CHARS = 128 * 1024
+/** Close codes the edge uses (4000–4999 are application codes). */
+export const RUNNER_CLOSE = {
+  normal: 1000,
+  replaced: 4001,
+  protocol: 4002,
+  lost: 4003,
+  drained: 4004,
+} as const
+
+const headersSchema = z.record(z.string(), z.string())
+
+export const agentResultSchema = z.object({
+  status: z.enum(['completed', 'failed', 'timeout']),
+  return_code: z.number().int().nullable().default(null),
+  error: z.string().nullable().default(null),
+  /** Where a timeout hit (Polar [later]); the edge fills `timeout_source`. */
+  timeout_stage: z.enum(['setup', 'exec', 'postprocess']).nullable().default(null),
+})
+export type AgentResult = z.infer<typeof agentResultSchema>
+
+/** Everything a runner needs to run one session (edge → runner `assign`). */
+export const sessionAssignmentSchema = z.object({
+  session_id: z.string(),
+  task_id: z.string(),
+  run_id: z.string(),
+  index: z.number().int(),
+  /** The harness's API key for this session (a per-session token, not the session id). */
+  token: z.string(),
+  instruction: z.string(),
+  runtime: runtimeSpecSchema.nullable(),
+  agent: agentSpecSchema,
+  builder: strategySpecSchema,
+  evaluator: evaluatorSpecSchema.nullable(),
+  metadata: z.record(z.string(), z.unknown()),
+  timeout_seconds: z.number(),
+  agent_timeout_seconds: z.number().nullable(),
+  dispatch_priority: z.number().int(),
+  /** Harness base URLs on the edge. */
+  base_urls: z.object({ openai: z.string(), anthropic: z.string(), google: z.string() }),
+  /** Polar §8 injected environment (base URLs, API keys = the session token, ids, directories). */
+  env: headersSchema,
+  /** `runner`: this runner's engine answers the session's model calls through the tunnel. */
+  route: z.enum(['runner', 'direct']),
+})
+export type SessionAssignment = z.infer<typeof sessionAssignmentSchema>
+
+export const runnerCapacitySchema = z.object({
+  max_init_workers: z.number().int().min(1),
+  max_run_workers: z.number().int().min(1),
+  max_postrun_workers: z.number().int().min(1),
+  /** Prepared sessions held waiting for a run slot; defaults to `max_run_workers` (Polar's ready target). */
+  ready_buffer: z.number().int().min(0).optional(),
+})
+export type RunnerCapacity = z.infer<typeof runnerCapacitySchema>
+
+/** Active statuses a runner reports (REGISTERED is the edge's; POST_RUN onward are the edge's). */
+export const runnerSessionStatusSchema = z.enum(['INITIALIZING', 'READY', 'RUNNING'])
+export type RunnerSessionStatus = z.infer<typeof runnerSessionStatusSchema>
+
+// ---------------------------------------------------------------------------------------------
+// Runner → edge
+// ---------------------------------------------------------------------------------------------
+
+export const runnerMessageSchema = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('register'),
+    protocol_version: z.number().int(),
+    runner_id: z.string().min(1).max(128),
+    capacity: runnerCapacitySchema,
+    /** The model this runner's local engine serves; null when it has none (direct upstreams only). */
+    upstream: z
+      .object({ model: z.string().min(1), kind: upstreamKindSchema.default('vllm') })
+      .nullable()
+      .default(null),
+    /** Sessions still held after a reconnect, with their status (so none is re-dispatched or lost). */
+    sessions: z.array(z.object({ session_id: z.string(), status: z.enum(['ASSIGNED', 'INITIALIZING', 'READY', 'RUNNING']) })).default([]),
+    labels: z.record(z.string(), z.string()).default({}),
+  }),
+  z.object({ type: z.literal('heartbeat'), metrics: stageMetricsSchema }),
+  z.object({ type: z.literal('ack'), session_id: z.string(), accepted: z.boolean(), reason: z.string().nullable().default(null) }),
+  z.object({ type: z.literal('session.status'), session_id: z.string(), status: runnerSessionStatusSchema }),
+  z.object({
+    type: z.literal('session.finished'),
+    session_id: z.string(),
+    /** The harness outcome; null when the session failed before RUNNING (`error` says why). */
+    agent_result: agentResultSchema.nullable().default(null),
+    /** Runtime-bound evaluators run on the runner after the agent exits. */
+    eval_result: evalResultSchema.nullable().default(null),
+    error: z.string().nullable().default(null),
+  }),
+  z.object({ type: z.literal('drain') }),
+  z.object({
+    type: z.literal('tunnel.head'),
+    request_id: z.string(),
+    status: z.number().int().min(100).max(599),
+    headers: headersSchema.default({}),
+    body: z.string().default(''),
+    more: z.boolean().default(false),
+  }),
+  z.object({ type: z.literal('tunnel.chunk'), request_id: z.string(), data: z.string(), more: z.boolean() }),
+  z.object({ type: z.literal('tunnel.error'), request_id: z.string(), message: z.string() }),
+])
+export type RunnerMessage = z.infer<typeof runnerMessageSchema>
+export type RunnerMessageInput = z.input<typeof runnerMessageSchema>
+
+// ---------------------------------------------------------------------------------------------
+// Edge → runner
+// ---------------------------------------------------------------------------------------------
+
+export const edgeMessageSchema = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('registered'),
+    protocol_version: z.number().int(),
+    runner_id: z.string(),
+    heartbeat_interval_ms: z.number().int(),
+    /** Reported sessions the edge still assigns to this runner: keep running them. */
+    keep: z.array(z.string()),
+    /** Reported sessions the edge no longer assigns to this runner: stop them. */
+    drop: z.array(z.string()),
+  }),
+  z.object({ type: z.literal('assign'), session: sessionAssignmentSchema }),
+  z.object({ type: z.literal('cancel'), session_id: z.string(), reason: z.string() }),
+  z.object({
+    type: z.literal('tunnel.request'),
+    request_id: z.string(),
+    method: z.string(),
+    /** Path and query on the runner's engine, e.g. `/v1/chat/completions`. */
+    path: z.string(),
+    headers: headersSchema,
+    body: z.string(),
+    more: z.boolean(),
+    timeout_ms: z.number().int(),
+  }),
+  z.object({ type: z.literal('tunnel.body'), request_id: z.string(), data: z.string(), more: z.boolean() }),
+  z.object({ type: z.literal('tunnel.cancel'), request_id: z.string(), reason: z.string() }),
+  z.object({ type: z.literal('drained') }),
+  z.object({ type: z.literal('error'), message: z.string() }),
+])
+export type EdgeMessage = z.infer<typeof edgeMessageSchema>
+
+/** Split a body into tunnel frames' worth of text (at least one, possibly empty). */
+export function chunkText(text: string, size = TUNNEL_CHUNK_CHARS): string[] {
+  if (text.length <= size) return [text]
+  const chunks: string[] = []
+  let offset = 0
+  while (offset < text.length) {
+    let end = Math.min(offset + size, text.length)
+    // Never split a surrogate pair across frames.
+    const last = text.charCodeAt(end - 1)
+    if (end < text.length && last >= 0xd800 && last <= 0xdbff) end--
+    chunks.push(text.slice(offset, end))
+    offset = end
+  }
+  return chunks
+}

@@ -1,0 +1,434 @@
+/**
+ * @module
+ * Runner registry and dispatch logic of the runner hub, as a plain class (the Durable Object shell
+ * owns the WebSockets and injects `send` / `close`).
+ *
+ * - `register` / `heartbeat` / `drain` keep the registry; a reconnecting runner lists the sessions it
+ *   still holds, so none is re-dispatched or lost across an edge restart.
+ * - Queued sessions go to the runner with the lowest Polar pressure score (`dispatch-score.ts`); the
+ *   runner must `ack` within `ACK_TIMEOUT_MS`, else the session is re-queued.
+ * - A runner lost before RUNNING gets its sessions re-dispatched; a runner lost during RUNNING ends
+ *   them with the partial trajectory (the SessionObject builds it from its durable log).
+ */
+import type { RolloutEvent, RolloutStatus } from '../../contract/rollout.ts'
+import {
+  type EdgeMessage,
+  RUNNER_CLOSE,
+  RUNNER_PROTOCOL_VERSION,
+  type RunnerMessage,
+  type RunnerSessionStatus,
+  type SessionAssignment,
+} from '../../contract/runner-protocol.ts'
+import type { EvalResult, TaskStatusValue } from '../../contract/trajectory.ts'
+import type { AgentResult } from '../../contract/runner-protocol.ts'
+import type { LifecycleOutcome, RunnerUpstream } from '../session/session-lifecycle.ts'
+import { pickRunner } from './dispatch-score.ts'
+import type { DispatchTicket } from './dispatch-types.ts'
+import type { EventBus } from './event-bus.ts'
+import { type HubSession, OCCUPYING, type RunnerRegistry, type RunnerRow } from './runner-registry.ts'
+
+/** A runner must acknowledge an assignment within this long. */
+export const ACK_TIMEOUT_MS = 15_000
+/** Sessions examined per dispatch round. */
+const DISPATCH_BATCH = 256
+/** Polar: healthy = heartbeat within 2.5 intervals. */
+export const HEALTH_FACTOR = 2.5
+/** Upper bound on dispatch rounds per pump (each round assigns at least one session). */
+const MAX_PUMP_ROUNDS = 64
+
+export interface SessionHubPort {
+  assignRunner(runnerId: string, upstream: RunnerUpstream | null): Promise<LifecycleOutcome>
+  runnerReport(runnerId: string, status: RunnerSessionStatus): Promise<LifecycleOutcome>
+  runnerFinished(
+    runnerId: string,
+    agentResult: AgentResult | null,
+    evalResult: EvalResult | null,
+    error: string | null,
+  ): Promise<LifecycleOutcome>
+  runnerLost(runnerId: string, reason: string): Promise<LifecycleOutcome & { requeued?: boolean }>
+}
+
+export interface HubDeps {
+  registry: RunnerRegistry
+  bus: EventBus
+  session(sessionId: string): SessionHubPort
+  send(runnerId: string, message: EdgeMessage): boolean
+  close(runnerId: string, code: number, reason: string): void
+  /** Whether a socket for this runner is open right now. */
+  connected(runnerId: string): boolean
+  sessionToken(sessionId: string): Promise<string>
+  heartbeatIntervalMs: number
+  /** How long a disconnected or silent runner keeps its sessions. */
+  graceMs: number
+  now(): number
+  setAlarm(at: number | null): Promise<void>
+}
+
+export class HubCoordinator {
+  readonly #deps: HubDeps
+  #pumping: Promise<void> | null = null
+  #pumpAgain = false
+
+  constructor(deps: HubDeps) {
+    this.#deps = deps
+  }
+
+  // --- from tasks and sessions (RPC) ---
+
+  async enqueue(ticket: DispatchTicket): Promise<{ queued: boolean }> {
+    const queued = this.#deps.registry.enqueue(ticket, this.#deps.now())
+    await this.pump()
+    return { queued }
+  }
+
+  /** A session reached a terminal status at the edge: free its slot; tell its runner to stop if it still runs it. */
+  async sessionEnded(sessionId: string, status: string): Promise<void> {
+    const { registry } = this.#deps
+    const row = registry.session(sessionId)
+    if (!row) return
+    if (row.runner_id && OCCUPYING.includes(row.state)) {
+      this.#deps.send(row.runner_id, { type: 'cancel', session_id: sessionId, reason: `session ${status}` })
+    }
+    registry.remove(sessionId)
+    if (row.runner_id) this.#maybeDrained(row.runner_id)
+    await this.pump()
+  }
+
+  publish(event: RolloutEvent): void {
+    this.#deps.bus.publish(event)
+  }
+
+  taskState(taskId: string, status: TaskStatusValue): void {
+    this.#deps.registry.taskState(taskId, status, this.#deps.now())
+  }
+
+  status(): RolloutStatus {
+    const { registry } = this.#deps
+    const counts = registry.counts()
+    return {
+      tasks: registry.tasks(),
+      pipeline: { pending_sessions: counts.queued, assigned_sessions: counts.assigned },
+      nodes: { nodes: registry.runners().map((runner) => registry.info(runner, this.#healthy(runner), this.#deps.heartbeatIntervalMs)) },
+    }
+  }
+
+  /** Admin drain (Polar `DELETE /nodes/{id}`). */
+  async drain(runnerId: string): Promise<boolean> {
+    const runner = this.#deps.registry.runner(runnerId)
+    if (!runner) return false
+    this.#deps.registry.setDraining(runnerId)
+    this.#event({ type: 'runner.draining', runner_id: runnerId, at: this.#iso() })
+    this.#maybeDrained(runnerId)
+    return true
+  }
+
+  // --- from runners ---
+
+  async onMessage(runnerId: string, message: RunnerMessage, registered: boolean): Promise<{ registered: boolean }> {
+    const { registry } = this.#deps
+    if (message.type === 'register') return { registered: await this.#register(runnerId, message) }
+    if (!registered) {
+      this.#deps.send(runnerId, { type: 'error', message: 'send register first' })
+      this.#deps.close(runnerId, RUNNER_CLOSE.protocol, 'not registered')
+      return { registered: false }
+    }
+    registry.touch(runnerId, this.#deps.now())
+    switch (message.type) {
+      case 'heartbeat':
+        registry.heartbeat(runnerId, message.metrics, this.#deps.now())
+        await this.pump()
+        break
+      case 'ack':
+        await this.#ack(runnerId, message.session_id, message.accepted, message.reason)
+        break
+      case 'session.status':
+        await this.#status(runnerId, message.session_id, message.status)
+        break
+      case 'session.finished':
+        await this.#finished(runnerId, message)
+        break
+      case 'drain':
+        await this.drain(runnerId)
+        break
+      default:
+        break
+    }
+    return { registered: true }
+  }
+
+  /** The socket closed or errored. A clean close by the runner is final; otherwise the runner has `graceMs` to come back. */
+  async onDisconnect(runnerId: string, final: boolean, reason: string): Promise<void> {
+    const runner = this.#deps.registry.runner(runnerId)
+    if (!runner) return
+    if (final) {
+      await this.runnerLost(runnerId, reason)
+      return
+    }
+    this.#deps.registry.markDisconnected(runnerId, this.#deps.now())
+    await this.#schedule()
+  }
+
+  /** End of a runner: re-dispatch what had not started, end what was running (partial trajectories). */
+  async runnerLost(runnerId: string, reason: string): Promise<void> {
+    const { registry } = this.#deps
+    if (!registry.runner(runnerId)) return
+    registry.removeRunner(runnerId)
+    this.#deps.close(runnerId, RUNNER_CLOSE.lost, reason)
+    this.#event({ type: 'runner.lost', runner_id: runnerId, reason, at: this.#iso() })
+    for (const row of registry.sessionsOf(runnerId)) await this.#sessionLost(row, runnerId, reason)
+    await this.pump()
+  }
+
+  /** Periodic checks: silent or long-disconnected runners, unacknowledged assignments, the queue. */
+  async alarm(): Promise<void> {
+    const { registry } = this.#deps
+    // What was due by the time this alarm was set for is due now (alarms never fire early in production).
+    const now = Math.max(this.#deps.now(), this.#nextAlarmAt() ?? 0)
+    for (const runner of registry.runners()) {
+      if (!this.#healthy(runner) && now - this.#lastSign(runner) >= this.#deps.graceMs) {
+        await this.runnerLost(runner.runner_id, runner.connected ? 'heartbeat timeout' : 'did not reconnect')
+      }
+    }
+    for (const row of registry.unacknowledged(now - ACK_TIMEOUT_MS)) {
+      if (!row.runner_id) continue
+      this.#deps.send(row.runner_id, { type: 'cancel', session_id: row.session_id, reason: 'not acknowledged in time' })
+      await this.#sessionLost(row, row.runner_id, 'assignment not acknowledged in time')
+    }
+    await this.pump()
+    await this.#schedule()
+  }
+
+  /** After a restart the sockets are gone but the rows say connected: start every runner's grace now. */
+  recoverAfterRestart(): void {
+    const now = this.#deps.now()
+    for (const runner of this.#deps.registry.runners()) {
+      if (runner.connected && !this.#deps.connected(runner.runner_id)) this.#deps.registry.markDisconnected(runner.runner_id, now)
+    }
+  }
+
+  /** Assign queued sessions while some runner can take them. Serialized; re-runs if asked meanwhile. */
+  pump(): Promise<void> {
+    if (this.#pumping) {
+      this.#pumpAgain = true
+      return this.#pumping
+    }
+    this.#pumping = (async () => {
+      try {
+        for (let round = 0; round < MAX_PUMP_ROUNDS; round++) {
+          this.#pumpAgain = false
+          const assigned = await this.#dispatchRound()
+          if (!assigned && !this.#pumpAgain) break
+        }
+        await this.#schedule()
+      } finally {
+        this.#pumping = null
+      }
+    })()
+    return this.#pumping
+  }
+
+  async #dispatchRound(): Promise<number> {
+    const { registry } = this.#deps
+    const queued = registry.queued(DISPATCH_BATCH)
+    if (!queued.length) return 0
+    const runners = registry.runners().filter((runner) => runner.connected && this.#deps.connected(runner.runner_id))
+    if (!runners.length) return 0
+    let assigned = 0
+    for (const row of queued) {
+      const able = row.ticket.route === 'runner' ? runners.filter((runner) => runner.upstream !== null) : runners
+      const loads = able.map((runner) => registry.load(registry.runner(runner.runner_id) ?? runner, this.#healthy(runner)))
+      const choice = pickRunner(loads)
+      if (!choice) continue
+      const runner = runners.find((candidate) => candidate.runner_id === choice.runner_id) as RunnerRow
+      if (await this.#assign(row, runner)) assigned++
+    }
+    return assigned
+  }
+
+  async #assign(row: HubSession, runner: RunnerRow): Promise<boolean> {
+    const { registry } = this.#deps
+    const now = this.#deps.now()
+    // Reserve the slot before the await so a concurrent round does not over-assign.
+    registry.assign(row.session_id, runner.runner_id, now)
+    registry.reserve(runner.runner_id)
+    const outcome = await this.#deps
+      .session(row.session_id)
+      .assignRunner(runner.runner_id, runner.upstream)
+      .catch((error: unknown) => ({ ok: false as const, status: null, reason: String(error) }))
+    const current = registry.session(row.session_id)
+    if (!current || current.runner_id !== runner.runner_id) return false
+    if (!outcome.ok) {
+      if (outcome.status === 'REGISTERED') registry.requeue(row.session_id)
+      else registry.remove(row.session_id) // ended meanwhile (cancelled, timed out) or gone
+      return false
+    }
+    const route = outcome.route ?? 'direct'
+    const assignment = await this.#assignment(row.ticket, route)
+    if (!this.#deps.send(runner.runner_id, { type: 'assign', session: assignment })) {
+      await this.#sessionLost(registry.session(row.session_id) ?? row, runner.runner_id, 'runner socket closed during assignment')
+      return false
+    }
+    return true
+  }
+
+  async #assignment(ticket: DispatchTicket, route: 'runner' | 'direct'): Promise<SessionAssignment> {
+    const token = await this.#deps.sessionToken(ticket.session_id)
+    const origin = ticket.public_url.replace(/\/+$/, '')
+    const base_urls = { openai: `${origin}/v1`, anthropic: origin, google: origin }
+    // Polar §8, API keys = the per-session token (never the session id).
+    const env: Record<string, string> = {
+      ANTHROPIC_BASE_URL: base_urls.anthropic,
+      ANTHROPIC_API_KEY: token,
+      OPENAI_BASE_URL: base_urls.openai,
+      OPENAI_API_KEY: token,
+      GOOGLE_API_URL: base_urls.google,
+      GOOGLE_API_KEY: token,
+      SESSION_ID: ticket.session_id,
+      TASK_ID: ticket.task_id,
+      SESSION_DIR: '/polar/session',
+      ARTIFACTS_DIR: '/polar/session/artifacts',
+      LOGS_DIR: '/polar/session/logs',
+      AGENT_LOG_DIR: '/polar/session/logs/agent',
+    }
+    return { ...ticket.spec, token, base_urls, env, route }
+  }
+
+  async #register(runnerId: string, message: Extract<RunnerMessage, { type: 'register' }>): Promise<boolean> {
+    const { registry } = this.#deps
+    if (message.protocol_version !== RUNNER_PROTOCOL_VERSION) {
+      this.#deps.send(runnerId, {
+        type: 'error',
+        message: `protocol_version ${message.protocol_version} unsupported; this edge speaks ${RUNNER_PROTOCOL_VERSION}`,
+      })
+      this.#deps.close(runnerId, RUNNER_CLOSE.protocol, 'unsupported protocol version')
+      return false
+    }
+    if (message.runner_id !== runnerId) {
+      this.#deps.send(runnerId, { type: 'error', message: 'register.runner_id must match the connect URL' })
+      this.#deps.close(runnerId, RUNNER_CLOSE.protocol, 'runner id mismatch')
+      return false
+    }
+    registry.upsertRunner(runnerId, message.capacity, message.upstream, message.labels, this.#deps.now())
+    const reported = new Map(message.sessions.map((entry) => [entry.session_id, entry.status]))
+    const keep: string[] = []
+    const drop: string[] = []
+    for (const row of registry.sessionsOf(runnerId)) {
+      const status = reported.get(row.session_id)
+      reported.delete(row.session_id)
+      if (status === undefined) {
+        // The edge thinks this runner has it; the runner does not: lost.
+        await this.#sessionLost(row, runnerId, 'runner no longer holds the session after reconnecting')
+        continue
+      }
+      keep.push(row.session_id)
+      if (status !== 'ASSIGNED') await this.#status(runnerId, row.session_id, status)
+      else if (row.state === 'assigned') registry.setState(row.session_id, 'acked')
+    }
+    for (const sessionId of reported.keys()) drop.push(sessionId)
+    this.#deps.send(runnerId, {
+      type: 'registered',
+      protocol_version: RUNNER_PROTOCOL_VERSION,
+      runner_id: runnerId,
+      heartbeat_interval_ms: this.#deps.heartbeatIntervalMs,
+      keep,
+      drop,
+    })
+    this.#event({ type: 'runner.registered', runner_id: runnerId, at: this.#iso() })
+    await this.pump()
+    return true
+  }
+
+  async #ack(runnerId: string, sessionId: string, accepted: boolean, reason: string | null): Promise<void> {
+    const { registry } = this.#deps
+    const row = registry.session(sessionId)
+    if (!row || row.runner_id !== runnerId) {
+      this.#deps.send(runnerId, { type: 'cancel', session_id: sessionId, reason: 'not assigned to this runner' })
+      return
+    }
+    if (accepted) {
+      if (row.state === 'assigned') registry.setState(sessionId, 'acked')
+      return
+    }
+    await this.#sessionLost(row, runnerId, `runner refused: ${reason ?? 'no reason'}`)
+    await this.pump()
+  }
+
+  async #status(runnerId: string, sessionId: string, status: RunnerSessionStatus): Promise<void> {
+    const { registry } = this.#deps
+    const row = registry.session(sessionId)
+    if (!row || row.runner_id !== runnerId) {
+      this.#deps.send(runnerId, { type: 'cancel', session_id: sessionId, reason: 'not assigned to this runner' })
+      return
+    }
+    const outcome = await this.#deps.session(sessionId).runnerReport(runnerId, status)
+    if (outcome.ok) registry.setState(sessionId, status)
+    else if (outcome.status !== status) this.#deps.send(runnerId, { type: 'cancel', session_id: sessionId, reason: outcome.reason })
+  }
+
+  async #finished(runnerId: string, message: Extract<RunnerMessage, { type: 'session.finished' }>): Promise<void> {
+    const { registry } = this.#deps
+    const row = registry.session(message.session_id)
+    if (!row || row.runner_id !== runnerId) return
+    await this.#deps.session(message.session_id).runnerFinished(runnerId, message.agent_result, message.eval_result, message.error)
+    // The runner is done with it either way: the slot is free; the session concludes at the edge.
+    registry.release(message.session_id)
+    this.#maybeDrained(runnerId)
+    await this.pump()
+  }
+
+  async #sessionLost(row: HubSession, runnerId: string, reason: string): Promise<void> {
+    const { registry } = this.#deps
+    const outcome = await this.#deps
+      .session(row.session_id)
+      .runnerLost(runnerId, reason)
+      .catch((error: unknown) => ({ ok: false as const, status: null, reason: String(error) }))
+    // Compare-and-set: act only if the row still belongs to this runner (another path may have moved it meanwhile).
+    const current = registry.session(row.session_id)
+    if (!current || current.runner_id !== runnerId) return
+    if (outcome.ok && 'requeued' in outcome && outcome.requeued) registry.requeue(row.session_id)
+    else if (outcome.ok) registry.release(row.session_id)
+    else if (outcome.status === 'REGISTERED') registry.requeue(row.session_id)
+    else registry.remove(row.session_id)
+  }
+
+  #maybeDrained(runnerId: string): void {
+    const runner = this.#deps.registry.runner(runnerId)
+    if (runner?.draining && this.#deps.registry.occupying(runnerId) === 0) this.#deps.send(runnerId, { type: 'drained' })
+  }
+
+  #healthy(runner: RunnerRow): boolean {
+    return (
+      runner.connected &&
+      this.#deps.connected(runner.runner_id) &&
+      this.#deps.now() - runner.last_seen < this.#deps.heartbeatIntervalMs * HEALTH_FACTOR
+    )
+  }
+
+  #lastSign(runner: RunnerRow): number {
+    return runner.connected ? runner.last_seen : Math.max(runner.disconnected_at ?? runner.last_seen, runner.last_seen)
+  }
+
+  async #schedule(): Promise<void> {
+    await this.#deps.setAlarm(this.#nextAlarmAt())
+  }
+
+  /** Earliest health check (last sign of life + grace) or acknowledgement deadline. */
+  #nextAlarmAt(): number | null {
+    const { registry } = this.#deps
+    const candidates: number[] = []
+    for (const runner of registry.runners()) {
+      candidates.push(this.#lastSign(runner) + Math.max(this.#deps.graceMs, this.#deps.heartbeatIntervalMs * HEALTH_FACTOR))
+    }
+    for (const row of registry.unacknowledged(Number.MAX_SAFE_INTEGER))
+      if (row.assigned_at !== null) candidates.push(row.assigned_at + ACK_TIMEOUT_MS)
+    return candidates.length ? Math.min(...candidates) : null
+  }
+
+  #event(event: RolloutEvent): void {
+    this.#deps.bus.publish(event)
+  }
+
+  #iso(): string {
+    return new Date(this.#deps.now()).toISOString()
+  }
+}

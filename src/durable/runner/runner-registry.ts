@@ -1,0 +1,341 @@
+/**
+ * @module
+ * The runner hub's durable state: registered runners (capacity, served model, last metrics, health)
+ * and the dispatch table (queued and assigned sessions), plus a small index of task states for
+ * `GET /rollout/status`. Plain class over `Sql`.
+ */
+import type { RunnerInfo, StageMetrics, TaskUpstream } from '../../contract/rollout.ts'
+import type { RunnerCapacity } from '../../contract/runner-protocol.ts'
+import type { TaskStatusValue } from '../../contract/trajectory.ts'
+import type { Sql } from '../session/sql.ts'
+import type { RunnerLoad } from './dispatch-score.ts'
+import type { DispatchTicket } from './dispatch-types.ts'
+
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE IF NOT EXISTS hub_runners (
+     runner_id TEXT PRIMARY KEY,
+     capacity TEXT NOT NULL,
+     upstream TEXT,
+     metrics TEXT NOT NULL,
+     labels TEXT NOT NULL,
+     draining INTEGER NOT NULL DEFAULT 0,
+     connected INTEGER NOT NULL DEFAULT 1,
+     registered_at INTEGER NOT NULL,
+     last_seen INTEGER NOT NULL,
+     disconnected_at INTEGER,
+     reservations INTEGER NOT NULL DEFAULT 0
+   );
+   CREATE TABLE IF NOT EXISTS hub_sessions (
+     session_id TEXT PRIMARY KEY,
+     task_id TEXT NOT NULL,
+     run_id TEXT NOT NULL,
+     priority INTEGER NOT NULL,
+     enqueued_at INTEGER NOT NULL,
+     ticket TEXT NOT NULL,
+     state TEXT NOT NULL,
+     runner_id TEXT,
+     assigned_at INTEGER
+   );
+   CREATE INDEX IF NOT EXISTS hub_sessions_queue ON hub_sessions (state, priority DESC, enqueued_at);
+   CREATE INDEX IF NOT EXISTS hub_sessions_runner ON hub_sessions (runner_id);
+   CREATE TABLE IF NOT EXISTS hub_tasks (task_id TEXT PRIMARY KEY, status TEXT NOT NULL, updated_at INTEGER NOT NULL);`,
+]
+
+/** Task states kept for the overview (oldest dropped beyond this). */
+const MAX_TASK_INDEX = 1_000
+
+export function ensureHubSchema(sql: Sql): void {
+  sql.run('CREATE TABLE IF NOT EXISTS hub_schema (version INTEGER NOT NULL)')
+  const row = sql.first<{ version: number }>('SELECT version FROM hub_schema')
+  const current = row?.version ?? 0
+  if (current >= MIGRATIONS.length) return
+  for (let version = current; version < MIGRATIONS.length; version++) {
+    for (const statement of (MIGRATIONS[version] as string).split(';')) {
+      if (statement.trim()) sql.run(statement)
+    }
+  }
+  if (row) sql.run('UPDATE hub_schema SET version = ?', MIGRATIONS.length)
+  else sql.run('INSERT INTO hub_schema (version) VALUES (?)', MIGRATIONS.length)
+}
+
+/** Where a dispatched session is, as the hub tracks it. */
+export type HubSessionState = 'queued' | 'assigned' | 'acked' | 'INITIALIZING' | 'READY' | 'RUNNING' | 'finishing'
+/** States that occupy a runner slot. */
+export const OCCUPYING: readonly HubSessionState[] = ['assigned', 'acked', 'INITIALIZING', 'READY', 'RUNNING']
+
+export interface RunnerRow {
+  runner_id: string
+  capacity: Required<RunnerCapacity>
+  upstream: { model: string; kind: NonNullable<TaskUpstream['kind']> } | null
+  metrics: StageMetrics
+  labels: Record<string, string>
+  draining: boolean
+  connected: boolean
+  registered_at: number
+  last_seen: number
+  disconnected_at: number | null
+  reservations: number
+}
+
+export interface HubSession {
+  session_id: string
+  task_id: string
+  run_id: string
+  priority: number
+  enqueued_at: number
+  ticket: DispatchTicket
+  state: HubSessionState
+  runner_id: string | null
+  assigned_at: number | null
+}
+
+type Row = Record<string, string | number | null>
+
+const EMPTY_METRICS: StageMetrics = {
+  init_queue_depth: 0,
+  init_inflight: 0,
+  ready_depth: 0,
+  run_inflight: 0,
+  postrun_queue_depth: 0,
+  postrun_inflight: 0,
+}
+
+function runnerFromRow(row: Row): RunnerRow {
+  return {
+    runner_id: row.runner_id as string,
+    capacity: JSON.parse(row.capacity as string),
+    upstream: row.upstream ? JSON.parse(row.upstream as string) : null,
+    metrics: JSON.parse(row.metrics as string),
+    labels: JSON.parse(row.labels as string),
+    draining: row.draining === 1,
+    connected: row.connected === 1,
+    registered_at: row.registered_at as number,
+    last_seen: row.last_seen as number,
+    disconnected_at: (row.disconnected_at as number | null) ?? null,
+    reservations: row.reservations as number,
+  }
+}
+
+function sessionFromRow(row: Row): HubSession {
+  return {
+    session_id: row.session_id as string,
+    task_id: row.task_id as string,
+    run_id: row.run_id as string,
+    priority: row.priority as number,
+    enqueued_at: row.enqueued_at as number,
+    ticket: JSON.parse(row.ticket as string),
+    state: row.state as HubSessionState,
+    runner_id: (row.runner_id as string | null) ?? null,
+    assigned_at: (row.assigned_at as number | null) ?? null,
+  }
+}
+
+export class RunnerRegistry {
+  readonly #sql: Sql
+
+  constructor(sql: Sql) {
+    this.#sql = sql
+    ensureHubSchema(sql)
+  }
+
+  // --- runners ---
+
+  upsertRunner(
+    runnerId: string,
+    capacity: RunnerCapacity,
+    upstream: RunnerRow['upstream'],
+    labels: Record<string, string>,
+    now: number,
+  ): RunnerRow {
+    const full: Required<RunnerCapacity> = { ...capacity, ready_buffer: capacity.ready_buffer ?? capacity.max_run_workers }
+    this.#sql.run(
+      `INSERT INTO hub_runners (runner_id, capacity, upstream, metrics, labels, draining, connected, registered_at, last_seen, disconnected_at, reservations)
+       VALUES (?, ?, ?, ?, ?, 0, 1, ?, ?, NULL, 0)
+       ON CONFLICT (runner_id) DO UPDATE SET capacity = excluded.capacity, upstream = excluded.upstream, labels = excluded.labels,
+         draining = 0, connected = 1, last_seen = excluded.last_seen, disconnected_at = NULL, reservations = 0`,
+      runnerId,
+      JSON.stringify(full),
+      upstream ? JSON.stringify(upstream) : null,
+      JSON.stringify(EMPTY_METRICS),
+      JSON.stringify(labels),
+      now,
+      now,
+    )
+    return this.runner(runnerId) as RunnerRow
+  }
+
+  runner(runnerId: string): RunnerRow | null {
+    const row = this.#sql.first<Row>('SELECT * FROM hub_runners WHERE runner_id = ?', runnerId)
+    return row ? runnerFromRow(row) : null
+  }
+
+  runners(): RunnerRow[] {
+    return this.#sql.all<Row>('SELECT * FROM hub_runners ORDER BY runner_id').map(runnerFromRow)
+  }
+
+  heartbeat(runnerId: string, metrics: StageMetrics, now: number): void {
+    this.#sql.run(
+      'UPDATE hub_runners SET metrics = ?, last_seen = ?, reservations = 0, disconnected_at = NULL, connected = 1 WHERE runner_id = ?',
+      JSON.stringify(metrics),
+      now,
+      runnerId,
+    )
+  }
+
+  touch(runnerId: string, now: number): void {
+    this.#sql.run('UPDATE hub_runners SET last_seen = ? WHERE runner_id = ?', now, runnerId)
+  }
+
+  reserve(runnerId: string): void {
+    this.#sql.run('UPDATE hub_runners SET reservations = reservations + 1 WHERE runner_id = ?', runnerId)
+  }
+
+  setDraining(runnerId: string): void {
+    this.#sql.run('UPDATE hub_runners SET draining = 1 WHERE runner_id = ?', runnerId)
+  }
+
+  /** The socket went away; the runner has a grace period to come back. */
+  markDisconnected(runnerId: string, now: number): void {
+    this.#sql.run('UPDATE hub_runners SET connected = 0, disconnected_at = COALESCE(disconnected_at, ?) WHERE runner_id = ?', now, runnerId)
+  }
+
+  removeRunner(runnerId: string): void {
+    this.#sql.run('DELETE FROM hub_runners WHERE runner_id = ?', runnerId)
+  }
+
+  load(runner: RunnerRow, healthy: boolean): RunnerLoad {
+    return {
+      runner_id: runner.runner_id,
+      max_init_workers: runner.capacity.max_init_workers,
+      max_run_workers: runner.capacity.max_run_workers,
+      max_postrun_workers: runner.capacity.max_postrun_workers,
+      ready_buffer: runner.capacity.ready_buffer,
+      metrics: runner.metrics,
+      reservations: runner.reservations,
+      total: this.occupying(runner.runner_id),
+      healthy,
+      draining: runner.draining,
+    }
+  }
+
+  info(runner: RunnerRow, healthy: boolean, heartbeatIntervalMs: number): RunnerInfo {
+    return {
+      node_id: runner.runner_id,
+      max_init_workers: runner.capacity.max_init_workers,
+      max_run_workers: runner.capacity.max_run_workers,
+      max_postrun_workers: runner.capacity.max_postrun_workers,
+      ready_buffer: runner.capacity.ready_buffer,
+      metrics: runner.metrics,
+      dispatch_reservations: runner.reservations,
+      healthy,
+      draining: runner.draining,
+      connected: runner.connected,
+      heartbeat_interval_seconds: heartbeatIntervalMs / 1000,
+      last_heartbeat: new Date(runner.last_seen).toISOString(),
+      upstream: runner.upstream,
+      sessions: this.occupying(runner.runner_id),
+    }
+  }
+
+  // --- sessions ---
+
+  /** Queue a session (idempotent: a known session id is left as it is). */
+  enqueue(ticket: DispatchTicket, now: number): boolean {
+    const before = this.session(ticket.session_id)
+    if (before) return false
+    this.#sql.run(
+      'INSERT INTO hub_sessions (session_id, task_id, run_id, priority, enqueued_at, ticket, state) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      ticket.session_id,
+      ticket.task_id,
+      ticket.run_id,
+      ticket.priority,
+      now,
+      JSON.stringify(ticket),
+      'queued',
+    )
+    return true
+  }
+
+  session(sessionId: string): HubSession | null {
+    const row = this.#sql.first<Row>('SELECT * FROM hub_sessions WHERE session_id = ?', sessionId)
+    return row ? sessionFromRow(row) : null
+  }
+
+  /** Queued sessions, highest priority first, then oldest. */
+  queued(limit: number): HubSession[] {
+    return this.#sql
+      .all<Row>("SELECT * FROM hub_sessions WHERE state = 'queued' ORDER BY priority DESC, enqueued_at, session_id LIMIT ?", limit)
+      .map(sessionFromRow)
+  }
+
+  sessionsOf(runnerId: string): HubSession[] {
+    return this.#sql.all<Row>('SELECT * FROM hub_sessions WHERE runner_id = ? ORDER BY enqueued_at', runnerId).map(sessionFromRow)
+  }
+
+  occupying(runnerId: string): number {
+    const placeholders = OCCUPYING.map(() => '?').join(', ')
+    return (
+      this.#sql.first<{ n: number }>(
+        `SELECT COUNT(*) AS n FROM hub_sessions WHERE runner_id = ? AND state IN (${placeholders})`,
+        runnerId,
+        ...OCCUPYING,
+      )?.n ?? 0
+    )
+  }
+
+  /** Assigned but not acknowledged by `cutoff` (epoch ms). */
+  unacknowledged(cutoff: number): HubSession[] {
+    return this.#sql.all<Row>("SELECT * FROM hub_sessions WHERE state = 'assigned' AND assigned_at <= ?", cutoff).map(sessionFromRow)
+  }
+
+  assign(sessionId: string, runnerId: string, now: number): void {
+    this.#sql.run(
+      "UPDATE hub_sessions SET state = 'assigned', runner_id = ?, assigned_at = ? WHERE session_id = ?",
+      runnerId,
+      now,
+      sessionId,
+    )
+  }
+
+  setState(sessionId: string, state: HubSessionState): void {
+    this.#sql.run('UPDATE hub_sessions SET state = ? WHERE session_id = ?', state, sessionId)
+  }
+
+  requeue(sessionId: string): void {
+    this.#sql.run("UPDATE hub_sessions SET state = 'queued', runner_id = NULL, assigned_at = NULL WHERE session_id = ?", sessionId)
+  }
+
+  /** The runner is done with the session (the edge concludes it): frees the slot. */
+  release(sessionId: string): void {
+    this.#sql.run("UPDATE hub_sessions SET state = 'finishing', runner_id = NULL WHERE session_id = ?", sessionId)
+  }
+
+  remove(sessionId: string): void {
+    this.#sql.run('DELETE FROM hub_sessions WHERE session_id = ?', sessionId)
+  }
+
+  counts(): { queued: number; assigned: number } {
+    const row = this.#sql.first<{ queued: number | null; assigned: number | null }>(
+      "SELECT SUM(state = 'queued') AS queued, SUM(runner_id IS NOT NULL) AS assigned FROM hub_sessions",
+    )
+    return { queued: row?.queued ?? 0, assigned: row?.assigned ?? 0 }
+  }
+
+  // --- task index ---
+
+  taskState(taskId: string, status: TaskStatusValue, now: number): void {
+    this.#sql.run('INSERT OR REPLACE INTO hub_tasks (task_id, status, updated_at) VALUES (?, ?, ?)', taskId, status, now)
+    this.#sql.run(
+      'DELETE FROM hub_tasks WHERE task_id NOT IN (SELECT task_id FROM hub_tasks ORDER BY updated_at DESC LIMIT ?)',
+      MAX_TASK_INDEX,
+    )
+  }
+
+  tasks(): Record<string, TaskStatusValue> {
+    const out: Record<string, TaskStatusValue> = {}
+    for (const row of this.#sql.all<Row>('SELECT task_id, status FROM hub_tasks ORDER BY updated_at DESC')) {
+      out[row.task_id as string] = row.status as TaskStatusValue
+    }
+    return out
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * @module
+ * A rollout session's terminal `SessionResult`, rebuilt deterministically from the durable log and
+ * the lifecycle row: build (Polar POSTRUN BUILDING) → agent outcome → evaluate (EVALUATING) →
+ * reward merge (§17). Pure: the same records and state always give the same result, so a retried
+ * delivery never needs a stored copy.
+ */
+import type { CompletionRecord } from '../../contract/completion-record.ts'
+import { EDGE_EVALUATORS } from '../../contract/rollout.ts'
+import type { EvalResult, SessionResult, SessionTiming, Trajectory, TrajectoryStatus } from '../../contract/trajectory.ts'
+import { applyEvalResult, reconstructTrajectory, toSessionResult } from '../../reconstruct/index.ts'
+import type { LifecycleState } from './session-lifecycle.ts'
+
+/** Build the trajectory of the run (completions up to `built_through_seq`) with the agent outcome applied. */
+export function buildRunTrajectory(sessionId: string, records: readonly CompletionRecord[], state: LifecycleState): Trajectory {
+  const { spec } = state
+  const through = state.built_through_seq ?? Number.POSITIVE_INFINITY
+  const session = { session_id: sessionId, task_id: spec.task_id, metadata: spec.metadata }
+  let trajectory: Trajectory
+  try {
+    trajectory = reconstructTrajectory(state.build ? records.filter((record) => record.seq <= through) : [], {
+      builder: spec.builder.strategy,
+      config: spec.builder.config,
+      session,
+    })
+  } catch (error) {
+    return {
+      status: 'ERROR',
+      metadata: { builder: spec.builder.strategy, session_id: sessionId, task_id: spec.task_id, task_metadata: spec.metadata },
+      traces: [],
+      error: `trajectory build failed: ${(error as Error).message}`,
+    }
+  }
+  const status: TrajectoryStatus = state.build ? agentStatus(state) : (state.final_status ?? 'ERROR')
+  const late = state.build ? records.filter((record) => record.seq > through).length : 0
+  return {
+    ...trajectory,
+    status,
+    error: status === 'COMPLETED' ? null : (state.error ?? trajectory.error),
+    metadata: {
+      ...trajectory.metadata,
+      agent_result: state.agent_result,
+      ...(late ? { late_completions: late } : {}),
+    },
+  }
+}
+
+/** Agent `timeout` → TIMEOUT, `failed` → ERROR (Polar §17); a completed agent → COMPLETED. */
+function agentStatus(state: LifecycleState): TrajectoryStatus {
+  switch (state.agent_result?.status) {
+    case 'completed':
+      return 'COMPLETED'
+    case 'timeout':
+      return 'TIMEOUT'
+    default:
+      return 'ERROR'
+  }
+}
+
+/** Run the evaluator: edge evaluators here, runtime-bound ones came with the runner's report. */
+export function evaluate(trajectory: Trajectory, state: LifecycleState): Trajectory {
+  const evaluator = state.spec.evaluator
+  if (!evaluator || !state.build) return trajectory
+  let result: EvalResult
+  if ((EDGE_EVALUATORS as readonly string[]).includes(evaluator.strategy)) {
+    result = { outcome_reward: trajectory.status === 'COMPLETED' ? 1 : 0, trace_rewards: null, metadata: {} }
+  } else if (state.eval_result) {
+    result = state.eval_result
+  } else {
+    result = { outcome_reward: null, trace_rewards: null, metadata: { error: 'the runner reported no eval_result' } }
+  }
+  return applyEvalResult(trajectory, result, { strategy: evaluator.strategy })
+}
+
+export function sessionResult(sessionId: string, trajectory: Trajectory, state: LifecycleState, timing: SessionTiming): SessionResult {
+  return toSessionResult(trajectory, {
+    session_id: sessionId,
+    task_id: state.spec.task_id,
+    status: trajectory.status,
+    timing,
+    node_id: state.runner_id,
+    error: trajectory.error,
+    metadata: state.spec.metadata,
+  })
+}

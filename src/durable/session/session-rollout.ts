@@ -1,0 +1,386 @@
+/**
+ * @module
+ * The rollout side of a SessionObject: lifecycle RPCs, budget alarms, the POST_RUN build and the
+ * at-least-once hand-off of the terminal result to the task (and of the freed slot to the runner hub).
+ * Kept out of `session-object.ts` so the object stays a thin shell: it owns one `SessionRollout`
+ * and delegates.
+ *
+ * Delivery is an outbox in the lifecycle row: the terminal result is rebuilt deterministically from
+ * the durable log on each attempt (`session-result.ts`), retried with backoff by the alarm.
+ */
+import type { UpstreamKind } from '../../contract/completion-record.ts'
+import type { RolloutEvent } from '../../contract/rollout.ts'
+import type { AgentResult, RunnerSessionStatus } from '../../contract/runner-protocol.ts'
+import type { EvalResult, SessionResult, Trajectory } from '../../contract/trajectory.ts'
+import type { CompletionLog, RecordResult } from './completion-log.ts'
+import type { CompletionInput, SessionConfig } from './record.ts'
+import { type GateView, type PolicyVersion, SessionGate } from './session-gate.ts'
+import {
+  ACTIVE_BEFORE_RUN,
+  CONCLUDING,
+  type LifecycleOutcome,
+  type LifecycleSpec,
+  type LifecycleState,
+  type RunnerUpstream,
+  SessionLifecycle,
+  TERMINAL,
+  type Transition,
+} from './session-lifecycle.ts'
+import { buildRunTrajectory, evaluate, sessionResult } from './session-result.ts'
+import type { Sql } from './sql.ts'
+
+/** Whether a model call may go ahead now, and where it goes. Rollout calls carry a gate lease. */
+export type Admission =
+  | { ok: true; managed: false }
+  | ({ ok: true; managed: true; ticket: string; policy_version: PolicyVersion } & (
+      | { route: 'direct' }
+      | { route: 'runner'; runner_id: string; upstream: { model: string; kind: UpstreamKind } }
+    ))
+  | { ok: false; status: string; paused: boolean }
+
+/** Defaults when the caller does not say: Polar's inference timeout, for both the lease and a paused wait. */
+const DEFAULT_LEASE_MS = 900_000 + 60_000
+const DEFAULT_PAUSED_WAIT_MS = 900_000
+
+/** The task's side of the hand-off (TaskObject RPC). */
+export interface TaskNotifier {
+  sessionResolved(runId: string, result: SessionResult): Promise<unknown>
+}
+
+/** The generation gate's side (InferenceGate RPC). */
+export interface GateNotifier {
+  subscribe(sessionId: string): Promise<GateView>
+  unsubscribe(sessionId: string): Promise<unknown>
+}
+
+/** The runner hub's side (RunnerHub RPC). */
+export interface HubNotifier {
+  sessionEnded(sessionId: string, status: string): Promise<unknown>
+  publish(event: RolloutEvent): Promise<unknown>
+}
+
+/** The rollout RPCs as callers see them through a SessionObject stub. */
+type Rpc<T> = { [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<Awaited<R>> : never }
+export type SessionRolloutRpc = Rpc<
+  Pick<
+    SessionRollout,
+    | 'register'
+    | 'admit'
+    | 'recordAdmitted'
+    | 'gateSync'
+    | 'lifecycle'
+    | 'assignRunner'
+    | 'runnerReport'
+    | 'runnerFinished'
+    | 'runnerLost'
+    | 'cancel'
+    | 'result'
+  >
+>
+
+export interface SessionRolloutDeps {
+  sql: Sql
+  storage: Pick<DurableObjectStorage, 'setAlarm' | 'deleteAlarm'>
+  config(): SessionConfig | null
+  createConfig(config: SessionConfig): { config: SessionConfig; created: boolean }
+  log(): CompletionLog
+  task(taskId: string): TaskNotifier
+  hub(): HubNotifier
+  gate(): GateNotifier
+  now?: () => number
+}
+
+export class SessionRollout {
+  readonly #deps: SessionRolloutDeps
+  readonly #lifecycle: SessionLifecycle
+  readonly #gate: SessionGate
+  #concluding: Promise<void> | null = null
+  /** Events leave in order: each publish waits for the previous one. */
+  #publishing: Promise<unknown> = Promise.resolve()
+
+  constructor(deps: SessionRolloutDeps) {
+    this.#deps = deps
+    this.#lifecycle = new SessionLifecycle(deps.sql, deps.now)
+    this.#gate = new SessionGate(deps.sql, deps.now)
+  }
+
+  /** Create the session (config + REGISTERED lifecycle) for one sample of a task. Idempotent. */
+  async register(config: SessionConfig, spec: LifecycleSpec): Promise<{ created: boolean; status: string }> {
+    const { created: configCreated } = this.#deps.createConfig(config)
+    const { state, created } = this.#lifecycle.register(spec)
+    if (created) {
+      await this.#changed([{ previous: null, status: 'REGISTERED', reason: null }])
+    } else if (!configCreated && state.spec.run_id !== spec.run_id) {
+      throw new Error(`session ${config.session_id} belongs to run ${state.spec.run_id}`)
+    }
+    return { created, status: state.status }
+  }
+
+  /**
+   * The status gate and the generation gate at the session: a rollout session takes model calls only
+   * while RUNNING, waits (up to `maxWaitMs`) while inference is paused, and hands out a lease the call
+   * returns with its record (`recordAdmitted`). Bare sessions pass untouched.
+   */
+  async admit(leaseMs = DEFAULT_LEASE_MS, maxWaitMs = DEFAULT_PAUSED_WAIT_MS): Promise<Admission> {
+    if (!this.#lifecycle.state()) return { ok: true, managed: false }
+    if (this.#gate.view().paused && this.#lifecycle.state()?.status === 'RUNNING') await this.#gate.waitOpen(maxWaitMs)
+    const state = this.#lifecycle.state()
+    if (state?.status !== 'RUNNING') return { ok: false, status: state?.status ?? 'unknown', paused: false }
+    const ticket = this.#gate.lease(leaseMs)
+    if (ticket === null) return { ok: false, status: state.status, paused: true }
+    const policy_version = this.#gate.view().policy_version
+    if (state.route === 'runner' && state.runner_id && state.runner_upstream) {
+      return {
+        ok: true,
+        managed: true,
+        ticket,
+        policy_version,
+        route: 'runner',
+        runner_id: state.runner_id,
+        upstream: state.runner_upstream,
+      }
+    }
+    return { ok: true, managed: true, ticket, policy_version, route: 'direct' }
+  }
+
+  /** Commit an admitted call's record, then return its gate lease. */
+  async recordAdmitted(ticket: string, input: CompletionInput): Promise<RecordResult> {
+    try {
+      return await this.#deps.log().record(input)
+    } finally {
+      this.#gate.release(ticket)
+    }
+  }
+
+  /** The gate pushes its view; the session says whether it is still under it and how many calls it has in flight. */
+  gateSync(view: GateView): { subscribed: boolean; inflight: number } {
+    this.#gate.update(view)
+    return { subscribed: this.#lifecycle.state()?.status === 'RUNNING', inflight: this.#gate.inflight() }
+  }
+
+  lifecycle(): LifecycleState | null {
+    return this.#lifecycle.state()
+  }
+
+  async assignRunner(runnerId: string, upstream: RunnerUpstream | null): Promise<LifecycleOutcome> {
+    return this.#apply(this.#lifecycle.assign(runnerId, upstream))
+  }
+
+  async runnerReport(runnerId: string, status: RunnerSessionStatus): Promise<LifecycleOutcome> {
+    const state = this.#lifecycle.state()
+    if (status === 'RUNNING' && state?.runner_id === runnerId && state.status !== 'RUNNING') {
+      // Under the generation gate before the first call can be admitted (a paused gate holds it at once).
+      const sessionId = this.#deps.config()?.session_id ?? ''
+      const view = await this.#deps
+        .gate()
+        .subscribe(sessionId)
+        .catch((error: unknown) => {
+          console.error('generation gate subscribe failed', error)
+          return null
+        })
+      if (view) this.#gate.update(view)
+    }
+    return this.#apply(this.#lifecycle.report(runnerId, status))
+  }
+
+  async runnerFinished(
+    runnerId: string,
+    agentResult: AgentResult | null,
+    evalResult: EvalResult | null,
+    error: string | null,
+  ): Promise<LifecycleOutcome> {
+    const state = this.#lifecycle.state()
+    if (!state || state.runner_id !== runnerId)
+      return { ok: false, status: state?.status ?? null, reason: `session is not assigned to runner ${runnerId}` }
+    const recorded = agentResult ? { ...agentResult, timeout_source: agentResult.status === 'timeout' ? ('agent' as const) : null } : null
+    return this.#apply(this.#lifecycle.finishRun(recorded, evalResult, error))
+  }
+
+  /**
+   * The runner went away. Before RUNNING the session goes back to the queue (`requeued: true`);
+   * during RUNNING the run ends and the partial trajectory is built.
+   */
+  async runnerLost(runnerId: string, reason: string): Promise<LifecycleOutcome & { requeued?: boolean }> {
+    const state = this.#lifecycle.state()
+    if (!state || state.runner_id !== runnerId)
+      return { ok: false, status: state?.status ?? null, reason: `session is not assigned to runner ${runnerId}` }
+    if (ACTIVE_BEFORE_RUN.includes(state.status)) {
+      const outcome = await this.#apply(this.#lifecycle.requeue(reason))
+      const after = this.#lifecycle.state()
+      return { ...outcome, requeued: after?.status === 'REGISTERED' }
+    }
+    const agentResult = { status: 'failed' as const, return_code: null, error: reason, timeout_stage: null, timeout_source: null }
+    return this.#apply(this.#lifecycle.finishRun(agentResult, null, reason))
+  }
+
+  /** Cancel (Polar `DELETE /sessions/{sid}`): ERROR "session cancelled"; a running session keeps its partial trajectory. */
+  async cancel(reason = 'session cancelled'): Promise<LifecycleOutcome> {
+    const state = this.#lifecycle.state()
+    if (!state) return { ok: false, status: null, reason: 'not a rollout session' }
+    if (state.status === 'RUNNING') {
+      const agentResult = { status: 'failed' as const, return_code: null, error: reason, timeout_stage: null, timeout_source: null }
+      return this.#apply(this.#lifecycle.finishRun(agentResult, null, reason))
+    }
+    if (ACTIVE_BEFORE_RUN.includes(state.status)) return this.#apply(this.#lifecycle.end({ status: 'ERROR', error: reason }))
+    return { ok: false, status: state.status, reason: `session is ${state.status}` }
+  }
+
+  /** The terminal result (rebuilt from the durable log), or null while the session is active. */
+  async result(): Promise<SessionResult | null> {
+    const state = this.#lifecycle.state()
+    if (!state || !TERMINAL.includes(state.status)) return null
+    return (await this.#buildResult(state)).result
+  }
+
+  /** Budgets, a pending POST_RUN, and delivery retries. */
+  async alarm(): Promise<void> {
+    const state = this.#lifecycle.state()
+    if (!state) return
+    // What was due by the time this alarm was set for is due now (see TaskCoordinator.alarm).
+    const dueBy = Math.max((this.#deps.now ?? Date.now)(), this.#lifecycle.nextAlarm() ?? 0)
+    const expired = this.#lifecycle.expired(dueBy)
+    if (expired) await this.#timeout(expired.source)
+    if (CONCLUDING.includes(this.#lifecycle.state()?.status ?? 'REGISTERED')) await this.#conclude()
+    await this.#deliver(dueBy)
+    await this.#schedule()
+  }
+
+  async #timeout(source: 'agent' | 'session'): Promise<void> {
+    const state = this.#lifecycle.state()
+    if (!state) return
+    const budget = source === 'agent' ? state.spec.agent_timeout_seconds : state.spec.timeout_seconds
+    const message = `${source} budget of ${budget} s exhausted in ${state.status}`
+    if (state.status === 'RUNNING') {
+      const agentResult = {
+        status: 'timeout' as const,
+        return_code: null,
+        error: message,
+        timeout_stage: 'exec' as const,
+        timeout_source: source,
+      }
+      await this.#apply(this.#lifecycle.finishRun(agentResult, null, message))
+    } else {
+      await this.#apply(this.#lifecycle.end({ status: 'TIMEOUT', error: message }))
+    }
+  }
+
+  async #apply(outcome: LifecycleOutcome): Promise<LifecycleOutcome> {
+    if (outcome.ok && outcome.transitions.length) await this.#changed(outcome.transitions)
+    return outcome
+  }
+
+  async #changed(transitions: Transition[]): Promise<void> {
+    this.#emit(transitions)
+    if (transitions.some((transition) => transition.previous === 'RUNNING')) {
+      // Best effort: the gate also drops subscribers that answer they are no longer RUNNING.
+      this.#deps
+        .gate()
+        .unsubscribe(this.#deps.config()?.session_id ?? '')
+        .catch(() => {})
+    }
+    const status = this.#lifecycle.state()?.status
+    await this.#schedule()
+    if (status && (CONCLUDING.includes(status) || TERMINAL.includes(status))) {
+      // Build and hand off now; the alarm (already set) retries if this isolate dies midway.
+      this.#kick()
+    }
+  }
+
+  #kick(): void {
+    const run = async () => {
+      if (CONCLUDING.includes(this.#lifecycle.state()?.status ?? 'REGISTERED')) await this.#conclude()
+      await this.#deliver()
+      await this.#schedule()
+    }
+    run().catch((error) => console.error('session rollout hand-off failed', error))
+  }
+
+  /** POST_RUN → BUILDING → EVALUATING → terminal. Serialized; safe to re-run after a crash. */
+  #conclude(): Promise<void> {
+    this.#concluding ??= (async () => {
+      try {
+        let state = this.#lifecycle.state()
+        if (!state) return
+        if (state.status === 'POST_RUN') {
+          const through = state.build ? this.#deps.log().count() - 1 : -1
+          this.#emit([this.#lifecycle.advance('BUILDING', through)])
+        }
+        state = this.#lifecycle.state()
+        if (state?.status === 'BUILDING') this.#emit([this.#lifecycle.advance('EVALUATING')])
+        state = this.#lifecycle.state()
+        if (state?.status === 'EVALUATING') {
+          const { result } = await this.#buildResult(state)
+          const outcome = this.#lifecycle.end({ status: result.status as 'COMPLETED' | 'ERROR' | 'TIMEOUT', error: result.error })
+          if (outcome.ok) this.#emit(outcome.transitions)
+        }
+      } finally {
+        this.#concluding = null
+      }
+    })()
+    return this.#concluding
+  }
+
+  async #buildResult(state: LifecycleState): Promise<{ trajectory: Trajectory; result: SessionResult }> {
+    const config = this.#deps.config()
+    const sessionId = config?.session_id ?? 'unknown'
+    const records = state.build ? await this.#deps.log().all() : []
+    const trajectory = evaluate(buildRunTrajectory(sessionId, records, state), state)
+    return { trajectory, result: sessionResult(sessionId, trajectory, state, this.#lifecycle.timing()) }
+  }
+
+  /** At-least-once hand-off of the terminal result (task) and of the slot (hub). */
+  async #deliver(dueBy = (this.#deps.now ?? Date.now)()): Promise<void> {
+    const state = this.#lifecycle.state()
+    if (!state || !TERMINAL.includes(state.status) || (!state.notify.task && !state.notify.hub)) return
+    if (state.notify.next_at !== null && state.notify.next_at > dueBy) return
+    let failed = false
+    if (state.notify.task) {
+      try {
+        const { result } = await this.#buildResult(state)
+        await this.#deps.task(state.spec.task_id).sessionResolved(state.spec.run_id, result)
+        this.#lifecycle.notified('task')
+      } catch (error) {
+        console.error('session result hand-off to the task failed', error)
+        failed = true
+      }
+    }
+    if (state.notify.hub) {
+      try {
+        const config = this.#deps.config()
+        await this.#deps.hub().sessionEnded(config?.session_id ?? '', state.status)
+        this.#lifecycle.notified('hub')
+      } catch (error) {
+        console.error('session end hand-off to the runner hub failed', error)
+        failed = true
+      }
+    }
+    if (failed) this.#lifecycle.notifyFailed()
+  }
+
+  async #schedule(): Promise<void> {
+    const next = this.#lifecycle.nextAlarm()
+    if (next === null) await this.#deps.storage.deleteAlarm()
+    else await this.#deps.storage.setAlarm(next)
+  }
+
+  /** State changes go to the event stream, best effort (never blocks or fails the lifecycle). */
+  #emit(transitions: Transition[]): void {
+    const state = this.#lifecycle.state()
+    const config = this.#deps.config()
+    if (!state || !config) return
+    const hub = this.#deps.hub()
+    for (const transition of transitions) {
+      const event: RolloutEvent = {
+        type: 'session.state_changed',
+        session_id: config.session_id,
+        task_id: state.spec.task_id,
+        status: transition.status,
+        previous: transition.previous,
+        runner_id: state.runner_id,
+        reason: transition.reason,
+        at: new Date((this.#deps.now ?? Date.now)()).toISOString(),
+      }
+      this.#publishing = this.#publishing.then(() => hub.publish(event)).catch(() => {})
+    }
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * @module
+ * Where one model call goes, decided at the start of the call:
+ * - bare capture sessions (`POST /v1/sessions`): their configured upstream, no extra round trip
+ *   (rollout session ids carry a prefix, `isRolloutSessionId`);
+ * - rollout sessions: one cheap RPC to the SessionObject (`admit`) — refused with a 403 in the
+ *   caller's format unless the session is RUNNING; it also is the generation gate (waits while
+ *   inference is paused, 503 when that lasts longer than the upstream timeout) and hands out the
+ *   lease the record returns (`recordAdmitted`). When the route is `runner`, the call is tunnelled
+ *   over the assigned runner's WebSocket (sticky for the session) and recorded as `runner:<id>`.
+ */
+import type { UpstreamConfig } from '../../durable/session/record.ts'
+import type { PolicyVersion } from '../../durable/session/session-gate.ts'
+import type { SessionRolloutRpc } from '../../durable/session/session-rollout.ts'
+import type { EdgeConfig } from '../config.ts'
+import { isRolloutSessionId } from '../../contract/rollout.ts'
+import { GatewayError } from '../errors.ts'
+import { runnerTunnelFetch } from './runner-tunnel.ts'
+import type { SessionAccess } from './session-access.ts'
+
+/** A lease outlives the engine call by this much (record included); a lost record frees it after that. */
+const LEASE_MARGIN_MS = 60_000
+
+export interface CallTarget {
+  upstream: UpstreamConfig
+  /** `direct`, or `runner:<id>` for tunnelled calls (`provenance.route`). */
+  route: string
+  /** The tunnel, when the call goes through a runner. */
+  fetch?: typeof fetch
+  /** Generation-gate lease of a rollout call (returned with its record), null for bare sessions. */
+  ticket: string | null
+  /** The gate's policy version, recorded on the completion when set. */
+  policyVersion: PolicyVersion
+}
+
+export async function resolveCallTarget(env: Env, config: EdgeConfig, access: SessionAccess): Promise<CallTarget> {
+  const bare: CallTarget = { upstream: access.config.upstream, route: 'direct', ticket: null, policyVersion: null }
+  if (!isRolloutSessionId(access.sessionId)) return bare
+  const admission = await (access.stub as unknown as Pick<SessionRolloutRpc, 'admit'>).admit(
+    config.upstreamTimeoutMs + LEASE_MARGIN_MS,
+    config.upstreamTimeoutMs,
+  )
+  if (!admission.ok) {
+    if (admission.paused) throw new GatewayError(503, 'overloaded', 'inference is paused (weight update); retry later')
+    throw new GatewayError(403, 'permission', `session is ${admission.status}: model calls are accepted only while the session is RUNNING`)
+  }
+  if (!admission.managed) return bare
+  const gated = { ticket: admission.ticket, policyVersion: admission.policy_version }
+  if (admission.route === 'runner') {
+    return {
+      upstream: { url: `runner://${admission.runner_id}`, kind: admission.upstream.kind, served_model: admission.upstream.model },
+      route: `runner:${admission.runner_id}`,
+      fetch: runnerTunnelFetch(env, admission.runner_id, config.upstreamTimeoutMs),
+      ...gated,
+    }
+  }
+  return { ...bare, ...gated }
+}

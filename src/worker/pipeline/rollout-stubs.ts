@@ -1,0 +1,25 @@
+/**
+ * @module
+ * Typed stubs of the rollout Durable Objects, for routes and the proxy pipeline.
+ */
+import type { InferenceGateRpc } from '../../durable/gate/inference-gate.ts'
+import { INFERENCE_GATE_NAME, RUNNER_HUB_NAME } from '../../durable/runner/names.ts'
+import type { RunnerHubRpc } from '../../durable/runner/runner-hub.ts'
+import type { SessionRolloutRpc } from '../../durable/session/session-rollout.ts'
+import type { TaskRpc } from '../../durable/task/task-object.ts'
+
+export function taskStub(env: Env, taskId: string): TaskRpc {
+  return env.TASKS.get(env.TASKS.idFromName(taskId)) as unknown as TaskRpc
+}
+
+export function hubStub(env: Env): RunnerHubRpc {
+  return env.RUNNERS.get(env.RUNNERS.idFromName(RUNNER_HUB_NAME)) as unknown as RunnerHubRpc
+}
+
+export function gateStub(env: Env): InferenceGateRpc {
+  return env.INFERENCE_GATE.get(env.INFERENCE_GATE.idFromName(INFERENCE_GATE_NAME)) as unknown as InferenceGateRpc
+}
+
+export function sessionRolloutStub(env: Env, sessionId: string): SessionRolloutRpc {
+  return env.SESSIONS.get(env.SESSIONS.idFromName(sessionId)) as unknown as SessionRolloutRpc
+}

@@ -1,0 +1,107 @@
+/**
+ * @module
+ * Rollout API (admin bearer token), Polar's field names (`polar-compat.md` §3.1):
+ *
+ * | Route | What |
+ * |---|---|
+ * | `POST /rollout/task/submit`, `POST /v1/tasks` | `TaskRequest` → `{task_id, status: "running"}`; 409 while the same task runs |
+ * | `GET /rollout/task/:id` (`GET /v1/tasks/:id`) | `TaskStatus` (`?results=false` omits the results) |
+ * | `DELETE /rollout/task/:id` | cancel every session of the task |
+ * | `GET /rollout/session/:id` | a rollout session's lifecycle |
+ * | `DELETE /rollout/session/:id` | cancel one session |
+ * | `GET /rollout/status` | `{tasks, pipeline, nodes: {nodes}}` |
+ * | `DELETE /rollout/runners/:id` | drain a runner |
+ * | `GET /v1/events` | SSE of task / session / runner / inference state changes |
+ *
+ * Mounted at `/` before the proxy; every route carries `requireAdmin` itself (no catch-all middleware).
+ */
+import { Hono } from 'hono'
+import { type TaskRequest, taskRequestSchema } from '../../contract/rollout.ts'
+import { parseOrThrow } from '../../normalize/zod-issues.ts'
+import { edgeConfig } from '../config.ts'
+import { GatewayError } from '../errors.ts'
+import { parseJsonBody, readBodyText } from '../pipeline/read-body.ts'
+import { hubStub, sessionRolloutStub, taskStub } from '../pipeline/rollout-stubs.ts'
+import { requireAdmin } from './require-admin.ts'
+
+/** A TaskRequest is instructions plus specs; 4 MiB is far above any real one. */
+const MAX_TASK_BODY_BYTES = 4 * 1024 * 1024
+
+type AppEnv = { Bindings: Env }
+
+export const rollout = new Hono<AppEnv>()
+
+for (const path of ['/rollout/task/submit', '/v1/tasks']) {
+  rollout.post(path, requireAdmin, async (c) => {
+    const request: TaskRequest = parseOrThrow(taskRequestSchema, parseJsonBody(await readBodyText(c.req.raw, MAX_TASK_BODY_BYTES)))
+    const config = edgeConfig(c.env)
+    const outcome = await taskStub(c.env, request.task_id).submit(request.task_id, request, {
+      public_url: (c.env.ROLLGATE_PUBLIC_URL || new URL(c.req.url).origin).replace(/\/+$/, ''),
+      upstream: { url: config.upstreamUrl, kind: config.upstreamKind, served_model: config.servedModel },
+    })
+    if (!outcome.ok) throw new GatewayError(409, 'invalid_request', `task ${request.task_id} is still running`, 'task_id')
+    return c.json({ task_id: request.task_id, status: 'running' as const })
+  })
+}
+
+for (const path of ['/rollout/task/:id', '/v1/tasks/:id']) {
+  rollout.get(path, requireAdmin, async (c) => {
+    const taskId = c.req.param('id') ?? ''
+    const status = await taskStub(c.env, taskId).status(c.req.query('results') !== 'false')
+    if (!status) throw new GatewayError(404, 'not_found', `task ${taskId} not found`)
+    return c.json(status)
+  })
+}
+
+rollout.delete('/rollout/task/:id', requireAdmin, async (c) => {
+  const outcome = await taskStub(c.env, c.req.param('id')).cancel('task cancelled')
+  if (!outcome) throw new GatewayError(404, 'not_found', `task ${c.req.param('id')} not found`)
+  return c.json({ task_id: c.req.param('id'), ...outcome })
+})
+
+rollout.get('/rollout/session/:id', requireAdmin, async (c) => {
+  const state = await sessionRolloutStub(c.env, c.req.param('id')).lifecycle()
+  if (!state) throw new GatewayError(404, 'not_found', `rollout session ${c.req.param('id')} not found`)
+  return c.json({
+    session_id: c.req.param('id'),
+    task_id: state.spec.task_id,
+    run_id: state.spec.run_id,
+    index: state.spec.index,
+    status: state.status,
+    runner_id: state.runner_id,
+    route: state.route,
+    dispatch_attempts: state.dispatch_attempts,
+    times: state.times,
+    session_deadline: state.session_deadline,
+    agent_deadline: state.agent_deadline,
+    agent_result: state.agent_result,
+    error: state.error,
+  })
+})
+
+rollout.delete('/rollout/session/:id', requireAdmin, async (c) => {
+  const stub = sessionRolloutStub(c.env, c.req.param('id'))
+  const outcome = await stub.cancel('session cancelled')
+  if (!outcome.ok && outcome.status === null) throw new GatewayError(404, 'not_found', `rollout session ${c.req.param('id')} not found`)
+  const state = await stub.lifecycle()
+  return c.json({
+    session_id: c.req.param('id'),
+    cancelled: outcome.ok,
+    status: state?.status ?? null,
+    ...(outcome.ok ? {} : { reason: outcome.reason }),
+  })
+})
+
+rollout.get('/rollout/status', requireAdmin, async (c) => c.json(await hubStub(c.env).status()))
+
+rollout.delete('/rollout/runners/:id', requireAdmin, async (c) => {
+  const found = await hubStub(c.env).drain(c.req.param('id'))
+  if (!found) throw new GatewayError(404, 'not_found', `runner ${c.req.param('id')} not found`)
+  return c.json({ runner_id: c.req.param('id'), draining: true })
+})
+
+rollout.get('/v1/events', requireAdmin, async (c) => {
+  const url = new URL(c.req.url)
+  const target = new URL(`https://runner-hub/events${url.search}`)
+  return hubStub(c.env).fetch(new Request(target, { headers: c.req.raw.headers, signal: c.req.raw.signal }))
+})

@@ -1,0 +1,178 @@
+/**
+ * Generation gate (`/admin/inference/*`) and tunnel cancellation in workerd: pause waits for calls in
+ * flight (504 when they do not drain), paused calls wait for resume, the resume's policy version is
+ * recorded on completions; a client that disconnects cancels the tunnelled engine call.
+ */
+import { SELF } from 'cloudflare:test'
+import { afterEach, describe, expect, it } from 'vitest'
+import type { CompletionRecord } from '../../src/contract/completion-record.ts'
+import {
+  ADMIN,
+  EDGE,
+  engineAnswer,
+  eventually,
+  sessionToken,
+  sleep,
+  submit,
+  TestRunner,
+  type TunnelCall,
+  taskBody,
+} from './rollout-support.ts'
+
+async function chat(sessionId: string, content: string, signal?: AbortSignal, stream = false) {
+  return SELF.fetch(`${EDGE}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${await sessionToken(sessionId)}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content }], stream }),
+    ...(signal ? { signal } : {}),
+  })
+}
+
+async function records(sessionId: string): Promise<CompletionRecord[]> {
+  const res = await SELF.fetch(`${EDGE}/v1/sessions/${sessionId}/completions`, { headers: ADMIN })
+  return ((await res.json()) as { completions: CompletionRecord[] }).completions
+}
+
+function admin(path: string, body?: unknown) {
+  return SELF.fetch(`${EDGE}${path}`, {
+    method: body === undefined ? 'GET' : 'POST',
+    headers: ADMIN,
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  })
+}
+
+/** A running rollout session whose runner holds engine calls until released. */
+async function heldSession(taskId: string, runnerId: string) {
+  const runner = await TestRunner.start(runnerId)
+  const held: TunnelCall[] = []
+  runner.serveTunnel((call) => {
+    held.push(call)
+    return null
+  })
+  expect((await submit(taskBody(taskId))).status).toBe(200)
+  const session = await runner.takeAssignment(taskId)
+  const release = (call: TunnelCall) =>
+    runner.send({
+      type: 'tunnel.head',
+      request_id: call.request_id,
+      status: 200,
+      headers: {},
+      body: engineAnswer([1, 2, 3], [7, 151645]),
+      more: false,
+    })
+  return { runner, held, release, sessionId: session.session_id }
+}
+
+afterEach(async () => {
+  // Never leave the (deployment-wide) gate paused for the next test.
+  await admin('/admin/inference/resume', {})
+})
+
+describe('generation gate', () => {
+  it('pause waits for in-flight calls (504 on timeout), holds new calls until resume, records the new policy_version', async () => {
+    const { runner, held, release, sessionId } = await heldSession('gate-task', 'gate-runner')
+    await eventually(async () =>
+      expect(((await (await admin(`/rollout/session/${sessionId}`)).json()) as { status: string }).status).toBe('RUNNING'),
+    )
+    expect(await (await admin('/admin/inference/status')).json()).toMatchObject({ paused: false, inflight: 0 })
+
+    const inFlight = chat(sessionId, 'long generation')
+    await eventually(async () => expect(held).toHaveLength(1))
+    expect(await (await admin('/admin/inference/status')).json()).toMatchObject({ inflight: 1 })
+    const timedOut = await admin('/admin/inference/pause?timeout_seconds=0.2', { policy_version: 'v2-pending' })
+    expect(timedOut.status).toBe(504)
+    expect(await (await admin('/admin/inference/status')).json()).toMatchObject({ paused: true, inflight: 1 })
+
+    // While paused, a new call waits at the gate (never reaches the runner).
+    const waiting = chat(sessionId, 'queued behind the pause')
+    await sleep(150)
+    expect(held).toHaveLength(1)
+    expect(await (await admin('/admin/inference/status')).json()).toMatchObject({ paused: true, sessions: 1 })
+    // Bare capture sessions are not under the gate: admitted (and failing at the unreachable upstream).
+    const bare = (await (await admin('/v1/sessions', {})).json()) as { session_id: string; token: string }
+    const bareCall = await SELF.fetch(`${EDGE}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${bare.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'not gated' }] }),
+    })
+    expect(bareCall.headers.get('x-rollgate-error-source')).toBe('upstream')
+
+    // The in-flight call finishes; now the pause drains.
+    release(held[0]!)
+    expect((await inFlight).status).toBe(200)
+    const drained = await admin('/admin/inference/pause?timeout_seconds=2', {})
+    expect(drained.status).toBe(200)
+    expect(await drained.json()).toMatchObject({ paused: true, inflight: 0 })
+
+    const resumed = await admin('/admin/inference/resume', { policy_version: 8 })
+    expect(await resumed.json()).toMatchObject({ paused: false, policy_version: 8 })
+    await eventually(async () => expect(held).toHaveLength(2))
+    release(held[1]!)
+    expect((await waiting).status).toBe(200)
+
+    const [first, second] = await records(sessionId)
+    // Admitted before the pause: generated by the old weights (the session's own version, none here).
+    expect(first!.provenance.policy_version).toBeNull()
+    expect(second!.provenance.policy_version).toBe(8)
+    runner.close()
+  })
+
+  it('validates pause input and refuses other credentials', async () => {
+    expect((await admin('/admin/inference/pause?timeout_seconds=-1', {})).status).toBe(400)
+    expect((await admin('/admin/inference/resume', { policy_version: { nested: true } })).status).toBe(400)
+  })
+})
+
+describe('inference tunnel', () => {
+  it.each([true, false])(
+    'a client that disconnects cancels the tunnelled engine call; the completion is kept as abandoned (stream: %s)',
+    async (STREAM) => {
+      const { runner, held, sessionId } = await heldSession(`tunnel-cancel-${STREAM}`, `tunnel-runner-${STREAM}`)
+      await eventually(async () =>
+        expect(((await (await admin(`/rollout/session/${sessionId}`)).json()) as { status: string }).status).toBe('RUNNING'),
+      )
+      const controller = new AbortController()
+      const pending = chat(sessionId, 'abandon me', controller.signal, STREAM).catch((error: unknown) => error)
+      await eventually(async () => expect(held).toHaveLength(1))
+      controller.abort()
+      await pending
+      const cancel = await runner.next('tunnel.cancel')
+      expect(cancel.request_id).toBe(held[0]!.request_id)
+      const [record] = await eventually(async () => {
+        const found = await records(sessionId)
+        expect(found).toHaveLength(1)
+        return found
+      })
+      expect(record).toMatchObject({ status: 'abandoned', trainable: false, provenance: { route: `runner:tunnel-runner-${STREAM}` } })
+      runner.close()
+    },
+  )
+
+  it('answers 502 when the runner fails the request and carries large bodies in several frames', async () => {
+    const runner = await TestRunner.start('tunnel-big')
+    let bodyLength = 0
+    runner.serveTunnel((call) => {
+      bodyLength = call.body.length
+      if (call.body.includes('please fail')) {
+        runner.send({ type: 'tunnel.error', request_id: call.request_id, message: 'engine crashed' })
+        return null
+      }
+      return { status: 200, body: engineAnswer([1, 2], [5, 151645], 'x'.repeat(300_000)), chunkChars: 64 * 1024 }
+    })
+    expect((await submit(taskBody('tunnel-big'))).status).toBe(200)
+    const { session_id: sessionId } = await runner.takeAssignment('tunnel-big')
+    await eventually(async () =>
+      expect(((await (await admin(`/rollout/session/${sessionId}`)).json()) as { status: string }).status).toBe('RUNNING'),
+    )
+    const big = await chat(sessionId, 'y'.repeat(400_000))
+    expect(big.status).toBe(200)
+    expect(bodyLength).toBeGreaterThan(400_000)
+    const frames = runner.received.filter((message) => message.type === 'tunnel.body')
+    expect(frames.length).toBeGreaterThanOrEqual(3)
+    expect(((await big.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content).toHaveLength(300_000)
+    const failed = await chat(sessionId, 'please fail')
+    expect(failed.status).toBe(502)
+    expect(((await failed.json()) as { error: { message: string } }).error.message).toContain('engine crashed')
+    runner.close()
+  })
+})
