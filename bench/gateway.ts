@@ -42,7 +42,9 @@ const { values } = parseArgs({
 })
 
 async function startStub(): Promise<{ url: string; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, [join(REPO_ROOT, 'bench/lib/stub-upstream.ts'), '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, [join(REPO_ROOT, 'bench/lib/stub-upstream.ts'), '--port', '0'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  })
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout.on('data', (chunk: Buffer) => {
       const match = /listening (\d+)/.exec(chunk.toString())
@@ -132,7 +134,9 @@ try {
   let stored = 0
   for (const token of tokens) {
     const sessionId = Buffer.from(token.slice(3).split('.')[0] as string, 'base64url').toString()
-    const info = (await (await fetch(`${edge.url}/v1/sessions/${sessionId}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()) as {
+    const info = (await (
+      await fetch(`${edge.url}/v1/sessions/${sessionId}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    ).json()) as {
       completion_count: number
     }
     stored += info.completion_count
@@ -145,7 +149,12 @@ try {
     added_latency_c1_54KB_ms: added,
     target_ms: Math.min(PEERS.added_latency_c1_54KB_ms.portkey, PEERS.added_latency_c1_54KB_ms.agent_trace) / 2,
     throughput_c16_vs_best_peer: Object.fromEntries(
-      sizes.map((s) => [s.name, Math.round(((figures[`${s.name}_c16`] as { edge: LoadResult }).edge.throughput / PEERS.throughput_c16_req_s[s.name as '2KB']) * 100) / 100]),
+      sizes.map((s) => [
+        s.name,
+        Math.round(
+          ((figures[`${s.name}_c16`] as { edge: LoadResult }).edge.throughput / PEERS.throughput_c16_req_s[s.name as '2KB']) * 100,
+        ) / 100,
+      ]),
     ),
   }
 } finally {

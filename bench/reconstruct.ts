@@ -96,17 +96,12 @@ function record(
 }
 
 /** One synthetic session; prompts are real, independent arrays (as the edge serves them). */
-function generateSession(
-  index: number,
-  scenario: Scenario,
-  turns: number = TURNS,
-): { records: CompletionRecord[]; promptTokens: number } {
+function generateSession(index: number, scenario: Scenario, turns: number = TURNS): { records: CompletionRecord[]; promptTokens: number } {
   const random = rng(index * 7919 + 17)
   const token = () => 1_000 + Math.floor(random() * 140_000)
   const sessionId = `bench-${scenario}-${index}`
   const context: number[] = []
-  for (let i = 0; i < FIRST_PROMPT_TOKENS - (scenario === 'exact' ? 0 : SCAFFOLD.length); i++)
-    context.push(token())
+  for (let i = 0; i < FIRST_PROMPT_TOKENS - (scenario === 'exact' ? 0 : SCAFFOLD.length); i++) context.push(token())
   if (scenario === 'qwen3_no_think') context.push(...SCAFFOLD)
   const records: CompletionRecord[] = []
   let promptTokens = 0
@@ -122,17 +117,9 @@ function generateSession(
     }
     response.push(EOT)
     logprobs.push(-0.01)
-    const shared =
-      scenario === 'exact' ? previousLength : Math.max(0, previousLength - SCAFFOLD.length)
+    const shared = scenario === 'exact' ? previousLength : Math.max(0, previousLength - SCAFFOLD.length)
     records.push(
-      record(
-        sessionId,
-        turn,
-        prompt,
-        response,
-        logprobs,
-        turn === 0 ? null : { parent_seq: turn - 1, shared_prefix_len: shared },
-      ),
+      record(sessionId, turn, prompt, response, logprobs, turn === 0 ? null : { parent_seq: turn - 1, shared_prefix_len: shared }),
     )
     previousLength = prompt.length
     // Next prompt: the template replays the turn (without the scaffold when thinking is off),
@@ -162,15 +149,13 @@ interface Figures {
 type BuilderName = 'tolerant' | 'strict' | 'per_request'
 const BUILDS: Record<BuilderName, (records: CompletionRecord[]) => Trajectory> = {
   tolerant: (records) => reconstructTrajectory(records, { builder: 'prefix_merging' }),
-  strict: (records) =>
-    reconstructTrajectory(records, { builder: 'prefix_merging', config: { strict: true } }),
+  strict: (records) => reconstructTrajectory(records, { builder: 'prefix_merging', config: { strict: true } }),
   per_request: (records) => reconstructTrajectory(records, { builder: 'per_request' }),
 }
 
 function traceTokens(trajectory: Trajectory): number {
   let total = 0
-  for (const trace of trajectory.traces)
-    total += trace.prompt_ids.length + trace.response_ids.length
+  for (const trace of trajectory.traces) total += trace.prompt_ids.length + trace.response_ids.length
   return total
 }
 
@@ -193,8 +178,7 @@ function measure(
     for (const name of builders) {
       const build =
         name === 'tolerant' && config !== undefined
-          ? (r: CompletionRecord[]) =>
-              reconstructTrajectory(r, { builder: 'prefix_merging', config })
+          ? (r: CompletionRecord[]) => reconstructTrajectory(r, { builder: 'prefix_merging', config })
           : BUILDS[name]
       // One timed run; with `repeats` > 1 the best of that many (filters GC pauses caused by
       // generating the previous, large session).
@@ -225,10 +209,8 @@ function measure(
       prompt_tokens_per_s: round(promptTokens / seconds),
       traces: entry.traces,
       trace_tokens: entry.tokens,
-      compression_sequences:
-        perRequest === undefined ? Number.NaN : round(perRequest.traces / entry.traces, 2),
-      compression_tokens:
-        perRequest === undefined ? Number.NaN : round(perRequest.tokens / entry.tokens, 2),
+      compression_sequences: perRequest === undefined ? Number.NaN : round(perRequest.traces / entry.traces, 2),
+      compression_tokens: perRequest === undefined ? Number.NaN : round(perRequest.tokens / entry.tokens, 2),
     }
   }
   return result
@@ -302,14 +284,12 @@ function main() {
 
   // Linear in new tokens: the cost per completion must not grow with the context length.
   const long = measure('exact', 10, ['tolerant', 'strict'], undefined, LONG_TURNS, 3)
-  const perCompletionUs = (f: Figures | undefined) =>
-    f === undefined ? null : round((f.time_ms * 1000) / f.completions, 2)
+  const perCompletionUs = (f: Figures | undefined) => (f === undefined ? null : round((f.time_ms * 1000) / f.completions, 2))
   const lengthScaling = {
     turns: LONG_TURNS,
     timing: 'best of 3 per session (50-turn figure: single runs of the 100-session set)',
     sessions: 10,
-    final_prompt_tokens:
-      FIRST_PROMPT_TOKENS + (LONG_TURNS - 1) * (RESPONSE_TOKENS + INTERSTITIAL_TOKENS),
+    final_prompt_tokens: FIRST_PROMPT_TOKENS + (LONG_TURNS - 1) * (RESPONSE_TOKENS + INTERSTITIAL_TOKENS),
     tolerant_us_per_completion: {
       turns_50: perCompletionUs(scaling['100']?.tolerant),
       [`turns_${LONG_TURNS}`]: perCompletionUs(long.tolerant),
@@ -328,13 +308,8 @@ function main() {
 
   const tolerant1000 = scaling['1000']?.tolerant ?? scaling['100']?.tolerant
   const strict1000 = scaling['1000']?.strict ?? scaling['100']?.strict
-  const speedup =
-    tolerant1000 && strict1000
-      ? round(tolerant1000.prompt_tokens_per_s / strict1000.prompt_tokens_per_s, 1)
-      : null
-  const peerFactor = tolerant1000
-    ? round(tolerant1000.prompt_tokens_per_s / PEER_PROMPT_TOKENS_PER_S, 1)
-    : null
+  const speedup = tolerant1000 && strict1000 ? round(tolerant1000.prompt_tokens_per_s / strict1000.prompt_tokens_per_s, 1) : null
+  const peerFactor = tolerant1000 ? round(tolerant1000.prompt_tokens_per_s / PEER_PROMPT_TOKENS_PER_S, 1) : null
   console.log(
     `time ratio 1000/100: tolerant ${ratio('tolerant')} (target ≤ 11), ` +
       `strict ${ratio('strict')}; tolerant vs strict ${speedup}×; ` +

@@ -28,7 +28,10 @@ const OUTPUT_LINE = 'src/config/loader.ts:118: export function loadConfig(path: 
 
 const engine = await startEngine({ seed: 3 })
 const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-bench-storage-'))
-const edge = await startMiniflareEdge({ persistTo, vars: { ROLLGATE_ADMIN_TOKEN: ADMIN, ROLLGATE_SIGNING_KEY: 'k', ROLLGATE_UPSTREAM_URL: engine.url } })
+const edge = await startMiniflareEdge({
+  persistTo,
+  vars: { ROLLGATE_ADMIN_TOKEN: ADMIN, ROLLGATE_SIGNING_KEY: 'k', ROLLGATE_UPSTREAM_URL: engine.url },
+})
 try {
   const session = (await (
     await fetch(`${edge.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}` }, body: '{}' })
@@ -39,15 +42,40 @@ try {
     { role: 'user', content: 'Investigate why config loading fails and fix it.' },
   ]
   for (let turn = 0; turn < TURNS; turn++) {
-    const response = await client.chat.completions.create({ model: 'bench', messages, tools: TOOLS, chat_template_kwargs: { enable_thinking: false } } as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming)
+    const response = await client.chat.completions.create({
+      model: 'bench',
+      messages,
+      tools: TOOLS,
+      chat_template_kwargs: { enable_thinking: false },
+    } as OpenAI.Chat.Completions.ChatCompletionCreateParamsNonStreaming)
     const message = response.choices[0]!.message
     // Keep the history growing like a real agent: its answer, then ~300 tokens of tool output.
     const callId = `call_${turn}`
-    messages.push({ role: 'assistant', content: null, tool_calls: [{ id: callId, type: 'function', function: { name: 'run_shell_command', arguments: JSON.stringify({ command: `grep -n loadConfig src -r | head -${turn + 10}` }) } }] })
+    messages.push({
+      role: 'assistant',
+      content: null,
+      tool_calls: [
+        {
+          id: callId,
+          type: 'function',
+          function: { name: 'run_shell_command', arguments: JSON.stringify({ command: `grep -n loadConfig src -r | head -${turn + 10}` }) },
+        },
+      ],
+    })
     messages.push({ role: 'tool', tool_call_id: callId, content: `${message.content ?? ''}\n${OUTPUT_LINE.repeat(12)}` })
   }
-  const info = (await (await fetch(`${edge.url}/v1/sessions/${session.session_id}`, { headers: { authorization: `Bearer ${ADMIN}` } })).json()) as {
-    storage: { completions: number; unique_prompt_tokens: number; output_tokens: number; token_bytes: number; text_bytes: number; metadata_bytes: number; prompt_tokens_total: number }
+  const info = (await (
+    await fetch(`${edge.url}/v1/sessions/${session.session_id}`, { headers: { authorization: `Bearer ${ADMIN}` } })
+  ).json()) as {
+    storage: {
+      completions: number
+      unique_prompt_tokens: number
+      output_tokens: number
+      token_bytes: number
+      text_bytes: number
+      metadata_bytes: number
+      prompt_tokens_total: number
+    }
   }
   const s = info.storage
   const floor = 4 * s.unique_prompt_tokens + 8 * s.output_tokens

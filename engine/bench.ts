@@ -95,8 +95,7 @@ const started = performance.now()
 await Promise.all(Array.from({ length: concurrency }, worker))
 const elapsedS = (performance.now() - started) / 1000
 latencies.sort((left, right) => left - right)
-const at = (share: number) =>
-  latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * share))] ?? 0
+const at = (share: number) => latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * share))] ?? 0
 console.log(
   `${latencies.length} requests in ${elapsedS.toFixed(1)} s → ${(latencies.length / elapsedS).toFixed(0)} req/s ` +
     `(body ${bodyKb} KB, concurrency ${concurrency}${values.stream ? ', stream' : ''}${values.unique ? ', unique bodies' : ''}); ` +

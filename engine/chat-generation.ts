@@ -6,20 +6,10 @@
  */
 
 import type { ChatRequest } from './chat-request.ts'
-import {
-  normalizeMessages,
-  TemplateInputError,
-  type TemplateMessage,
-} from './chat-template-input.ts'
+import { normalizeMessages, TemplateInputError, type TemplateMessage } from './chat-template-input.ts'
 import type { EngineContext } from './engine-context.ts'
 import { badRequest } from './errors.ts'
-import {
-  createPrompt,
-  type GeneratedChoice,
-  type Prompt,
-  resolveMaxTokens,
-  sampleChoices,
-} from './generation.ts'
+import { createPrompt, type GeneratedChoice, type Prompt, resolveMaxTokens, sampleChoices } from './generation.ts'
 import { toToolSpecs } from './policy/assistant-text.ts'
 import type { Qwen3 } from './qwen3.ts'
 

@@ -9,13 +9,7 @@ import type { EngineContext } from './engine-context.ts'
 import { badRequest, EngineError } from './errors.ts'
 import { toResponseFormat } from './policy/assistant-text.ts'
 import type { ResponseFormat } from './policy/policy.ts'
-import {
-  MAX_TOP_LOGPROBS,
-  readBoolean,
-  readInteger,
-  readSamplingFields,
-  type SamplingFields,
-} from './request-fields.ts'
+import { MAX_TOP_LOGPROBS, readBoolean, readInteger, readSamplingFields, type SamplingFields } from './request-fields.ts'
 
 export interface ChatRequest extends SamplingFields {
   messages: ChatMessage[]

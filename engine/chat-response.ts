@@ -22,11 +22,7 @@ export function toolCallId(): string {
   return `chatcmpl-tool-${randomHex()}`
 }
 
-export function usageJson(
-  promptTokens: number,
-  completionTokens: number,
-  details: boolean,
-): string {
+export function usageJson(promptTokens: number, completionTokens: number, details: boolean): string {
   const usage: Record<string, unknown> = {
     prompt_tokens: promptTokens,
     total_tokens: promptTokens + completionTokens,
@@ -55,22 +51,14 @@ function choiceBody(qwen3: Qwen3, choice: GeneratedChoice, request: ChatRequest)
       tool_calls: toolCalls,
       reasoning: request.includeReasoning ? (parsed?.reasoning ?? null) : null,
     },
-    logprobs:
-      choice.logprobs === null
-        ? null
-        : { content: chatLogprobContent(qwen3, choice.logprobs, request.returnTokensAsTokenIds) },
+    logprobs: choice.logprobs === null ? null : { content: chatLogprobContent(qwen3, choice.logprobs, request.returnTokensAsTokenIds) },
     finish_reason: choice.finishReason,
     stop_reason: choice.stopReason,
     token_ids: request.returnTokenIds ? choice.ids : null,
   }
 }
 
-export function renderChatCompletion(
-  qwen3: Qwen3,
-  generation: ChatGeneration,
-  request: ChatRequest,
-  meta: ResponseMeta,
-): string {
+export function renderChatCompletion(qwen3: Qwen3, generation: ChatGeneration, request: ChatRequest, meta: ResponseMeta): string {
   const choices = generation.choices.map((choice) => choiceBody(qwen3, choice, request))
   const completionTokens = generation.choices.reduce((sum, choice) => sum + choice.ids.length, 0)
   return (

@@ -24,16 +24,9 @@ export function sseFrame(json: string): string {
 }
 
 /** Text each token adds, decoding bytes incrementally; `null` if it disagrees with `text`. */
-export function tokenPieces(
-  qwen3: Qwen3,
-  ids: readonly number[],
-  text: string,
-  skipSpecialTokens: boolean,
-): string[] | null {
+export function tokenPieces(qwen3: Qwen3, ids: readonly number[], text: string, skipSpecialTokens: boolean): string[] | null {
   const decoder = new TextDecoder('utf-8')
-  const pieces = ids.map((id, index) =>
-    decoder.decode(qwen3.tokenBytes(id, skipSpecialTokens), { stream: index < ids.length - 1 }),
-  )
+  const pieces = ids.map((id, index) => decoder.decode(qwen3.tokenBytes(id, skipSpecialTokens), { stream: index < ids.length - 1 }))
   return pieces.join('') === text ? pieces : null
 }
 
@@ -44,20 +37,13 @@ function overlap(text: string, range: TextRange | null, start: number, end: numb
   return to > from ? text.slice(from, to) : ''
 }
 
-export function chatStreamFrames(
-  qwen3: Qwen3,
-  generation: ChatGeneration,
-  request: ChatRequest,
-  meta: ResponseMeta,
-): string[] {
+export function chatStreamFrames(qwen3: Qwen3, generation: ChatGeneration, request: ChatRequest, meta: ResponseMeta): string[] {
   const head = `{"id":${JSON.stringify(meta.id)},"object":"chat.completion.chunk","created":${meta.created},"model":${JSON.stringify(meta.model)}`
   const promptTokens = generation.prompt.ids.length
   const frames: string[] = []
   let completionTokens = 0
   const chunk = (choice: Record<string, unknown>, extra = ''): string => {
-    const usage = request.continuousUsage
-      ? `,"usage":${usageJson(promptTokens, completionTokens, false)}`
-      : ''
+    const usage = request.continuousUsage ? `,"usage":${usageJson(promptTokens, completionTokens, false)}` : ''
     return sseFrame(`${head},"choices":[${JSON.stringify(choice)}]${usage}${extra}}`)
   }
 
@@ -80,9 +66,7 @@ export function chatStreamFrames(
     }
   })
   if (request.includeUsage) {
-    frames.push(
-      sseFrame(`${head},"choices":[],"usage":${usageJson(promptTokens, completionTokens, false)}}`),
-    )
+    frames.push(sseFrame(`${head},"choices":[],"usage":${usageJson(promptTokens, completionTokens, false)}}`))
   }
   frames.push(DONE_FRAME)
   return frames
@@ -97,13 +81,8 @@ function tokenFrames(qwen3: Qwen3, choice: GeneratedChoice, request: ChatRequest
   const { ids, text } = choice
   const parsed = choice.parsed
   // Fallback (never expected): attribute all text to the last token.
-  const pieces =
-    tokenPieces(qwen3, ids, text, request.skipSpecialTokens) ??
-    ids.map((_, index) => (index === ids.length - 1 ? text : ''))
-  const logprobs =
-    choice.logprobs === null
-      ? null
-      : chatLogprobContent(qwen3, choice.logprobs, request.returnTokensAsTokenIds)
+  const pieces = tokenPieces(qwen3, ids, text, request.skipSpecialTokens) ?? ids.map((_, index) => (index === ids.length - 1 ? text : ''))
+  const logprobs = choice.logprobs === null ? null : chatLogprobContent(qwen3, choice.logprobs, request.returnTokensAsTokenIds)
   const toolCalls = parsed?.toolCalls ?? []
   const frames: TokenFrame[] = []
   let pendingIds: number[] = []
@@ -123,11 +102,7 @@ function tokenFrames(qwen3: Qwen3, choice: GeneratedChoice, request: ChatRequest
       if (reasoning !== '' && request.includeReasoning) delta.reasoning = reasoning
       const finished = toolCalls
         .map((call, index) => ({ call, index }))
-        .filter(
-          ({ call }) =>
-            (call.range.end > start && call.range.end <= offset) ||
-            (last && call.range.end > offset),
-        )
+        .filter(({ call }) => (call.range.end > start && call.range.end <= offset) || (last && call.range.end > offset))
       if (finished.length > 0) {
         delta.tool_calls = finished.map(({ call, index }) => ({
           index,

@@ -70,12 +70,7 @@ export function contentToText(content: unknown): string {
     if (typeof part === 'string') texts.push(part)
     else if (isRecord(part) && typeof part.text === 'string') {
       const type = part.type
-      if (
-        type === undefined ||
-        type === 'text' ||
-        type === 'input_text' ||
-        type === 'output_text'
-      ) {
+      if (type === undefined || type === 'text' || type === 'input_text' || type === 'output_text') {
         texts.push(part.text)
       }
     } else if (isRecord(part) && part.type === 'refusal' && typeof part.refusal === 'string') {
@@ -97,9 +92,7 @@ function normalizeMessage(message: ChatMessage, index: number): TemplateMessage 
   if (typeof message.name === 'string') result.name = message.name
   if (message.role === 'assistant') {
     if (Array.isArray(message.tool_calls)) {
-      result.tool_calls = message.tool_calls.map((call, callIndex) =>
-        normalizeToolCall(call, index, callIndex),
-      )
+      result.tool_calls = message.tool_calls.map((call, callIndex) => normalizeToolCall(call, index, callIndex))
     }
     const reasoning = message.reasoning ? message.reasoning : message.reasoning_content
     if (typeof reasoning === 'string') {
@@ -124,9 +117,7 @@ function normalizeToolCall(call: unknown, index: number, callIndex: number): Tem
       try {
         parsed = JSON.parse(raw)
       } catch (error) {
-        throw new TemplateInputError(
-          `${where}: function.arguments is not valid JSON (${(error as Error).message})`,
-        )
+        throw new TemplateInputError(`${where}: function.arguments is not valid JSON (${(error as Error).message})`)
       }
     }
   } else if (raw !== undefined && raw !== null) {
@@ -148,11 +139,7 @@ export function normalizeTools(tools: readonly unknown[]): Record<string, unknow
   return tools.map((tool, index) => {
     if (!isRecord(tool)) throw new TemplateInputError(`tools[${index}] must be an object`)
     const type = typeof tool.type === 'string' ? tool.type : 'function'
-    const source = isRecord(tool.function)
-      ? tool.function
-      : isRecord(tool.custom)
-        ? tool.custom
-        : tool
+    const source = isRecord(tool.function) ? tool.function : isRecord(tool.custom) ? tool.custom : tool
     if (typeof source.name !== 'string') {
       throw new TemplateInputError(`tools[${index}]: 'function.name' is required`)
     }

@@ -33,8 +33,7 @@ function integerOption(values: Record<string, unknown>, name: string, fallback: 
   const raw = values[name]
   if (raw === undefined) return fallback
   const value = Number(raw)
-  if (!Number.isFinite(value) || value < 0)
-    throw new Error(`--${name} must be a non-negative number`)
+  if (!Number.isFinite(value) || value < 0) throw new Error(`--${name} must be a non-negative number`)
   return value
 }
 
@@ -81,10 +80,7 @@ async function main(): Promise<void> {
     acceptAnyModel: values['accept-any-model'] === true,
   })
   const state = engine.stats().policy
-  console.log(
-    `stand-in engine listening on ${engine.url} (OpenAI base ${engine.url}/v1; ` +
-      `policy ${state.policy}, seed ${state.seed})`,
-  )
+  console.log(`stand-in engine listening on ${engine.url} (OpenAI base ${engine.url}/v1; ` + `policy ${state.policy}, seed ${state.seed})`)
   const shutdown = () => {
     engine.close().then(
       () => process.exit(0),

@@ -13,23 +13,11 @@ import { randomHex, usageJson } from './chat-response.ts'
 import { DONE_FRAME, sseFrame, tokenPieces } from './chat-stream.ts'
 import type { EngineContext, ResponseMeta } from './engine-context.ts'
 import { badRequest } from './errors.ts'
-import {
-  createPrompt,
-  type GeneratedChoice,
-  type Prompt,
-  resolveMaxTokens,
-  sampleChoices,
-} from './generation.ts'
+import { createPrompt, type GeneratedChoice, type Prompt, resolveMaxTokens, sampleChoices } from './generation.ts'
 import { completionLogprobs } from './logprob-format.ts'
 import { toToolSpecs } from './policy/assistant-text.ts'
 import type { Qwen3 } from './qwen3.ts'
-import {
-  MAX_TOP_LOGPROBS,
-  readBoolean,
-  readInteger,
-  readSamplingFields,
-  type SamplingFields,
-} from './request-fields.ts'
+import { MAX_TOP_LOGPROBS, readBoolean, readInteger, readSamplingFields, type SamplingFields } from './request-fields.ts'
 import { parseTranscript } from './transcript.ts'
 
 export interface CompletionRequest extends SamplingFields {
@@ -68,10 +56,7 @@ function readPrompts(prompt: unknown): Array<number[] | string> {
   throw badRequest("'prompt' must be a string, a list of token ids, or a list of either", 'prompt')
 }
 
-export function generateCompletion(
-  context: EngineContext,
-  request: CompletionRequest,
-): CompletionGeneration {
+export function generateCompletion(context: EngineContext, request: CompletionRequest): CompletionGeneration {
   const { qwen3 } = context
   const prompts: Prompt[] = []
   const choices: CompletionGeneration['choices'] = []
@@ -122,26 +107,13 @@ function checkIds(qwen3: Qwen3, ids: number[]): number[] {
 
 function choiceLogprobs(qwen3: Qwen3, choice: GeneratedChoice, request: CompletionRequest) {
   if (choice.logprobs === null || request.logprobs === null) return null
-  return completionLogprobs(
-    qwen3,
-    choice.logprobs,
-    request.logprobs,
-    request.returnTokensAsTokenIds,
-  )
+  return completionLogprobs(qwen3, choice.logprobs, request.logprobs, request.returnTokensAsTokenIds)
 }
 
-export function renderCompletion(
-  qwen3: Qwen3,
-  generation: CompletionGeneration,
-  request: CompletionRequest,
-  meta: ResponseMeta,
-): string {
+export function renderCompletion(qwen3: Qwen3, generation: CompletionGeneration, request: CompletionRequest, meta: ResponseMeta): string {
   const choices = generation.choices.map((choice) => {
     const prompt = generation.prompts[choice.promptIndex]
-    const echoed =
-      request.echo && prompt !== undefined
-        ? qwen3.decode(prompt.ids, { skipSpecialTokens: request.skipSpecialTokens })
-        : ''
+    const echoed = request.echo && prompt !== undefined ? qwen3.decode(prompt.ids, { skipSpecialTokens: request.skipSpecialTokens }) : ''
     return {
       index: choice.index,
       text: echoed + choice.text,
@@ -161,9 +133,7 @@ export function renderCompletion(
     choices,
     service_tier: null,
     system_fingerprint: null,
-    usage: JSON.parse(
-      usageJson(promptTokens(generation, request), completionTokens(generation), true),
-    ),
+    usage: JSON.parse(usageJson(promptTokens(generation, request), completionTokens(generation), true)),
     kv_transfer_params: null,
   })
 }

@@ -2,13 +2,7 @@ import OpenAI from 'openai'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { loadQwen3, type Qwen3 } from './qwen3.ts'
 import { type EngineHandle, type EngineStats, startEngine } from './server.ts'
-import {
-  assistantMessageFrom,
-  createChat,
-  postJson,
-  tokenizeMessages,
-  type VllmChatParams,
-} from './test-support.ts'
+import { assistantMessageFrom, createChat, postJson, tokenizeMessages, type VllmChatParams } from './test-support.ts'
 
 const START_TIMEOUT_MS = 60_000
 const DELAY_MS = 300
@@ -209,9 +203,7 @@ describe('policy switching', () => {
     const second = await createChat(client, logprobRequest)
     expect(second.choices[0]?.logprobs).not.toEqual(first.choices[0]?.logprobs)
     engine.setPolicy({ seed: 3 })
-    expect((await createChat(client, logprobRequest)).choices[0]?.logprobs).toEqual(
-      first.choices[0]?.logprobs,
-    )
+    expect((await createChat(client, logprobRequest)).choices[0]?.logprobs).toEqual(first.choices[0]?.logprobs)
   })
 
   it('drift mode samples non-canonical ids that the next prompt no longer contains', async () => {
@@ -225,10 +217,7 @@ describe('policy switching', () => {
         { role: 'tool', tool_call_id: choice.message.tool_calls?.[0]?.id, content: 'done' },
       ]
       const nextPrompt = await tokenizeMessages(engine.url, { messages: next, tools: [bashTool] })
-      const sampledSlice = nextPrompt.slice(
-        first.prompt_token_ids.length,
-        first.prompt_token_ids.length + choice.token_ids.length,
-      )
+      const sampledSlice = nextPrompt.slice(first.prompt_token_ids.length, first.prompt_token_ids.length + choice.token_ids.length)
       return {
         choice,
         sampledSlice,
@@ -250,9 +239,7 @@ describe('policy switching', () => {
     const text = qwen3.decode(ids)
     expect(text).toBe(qwen3.decode(canonical.choice.token_ids))
     expect(ids).not.toEqual(qwen3.encode(text))
-    expect(drifted.choice.message.tool_calls?.[0]?.function).toEqual(
-      canonical.choice.message.tool_calls?.[0]?.function,
-    )
+    expect(drifted.choice.message.tool_calls?.[0]?.function).toEqual(canonical.choice.message.tool_calls?.[0]?.function)
     expect(drifted.promptPrefix).toEqual(drifted.first.prompt_token_ids)
     expect(drifted.sampledSlice).not.toEqual(ids)
     // Deterministic for the seed.

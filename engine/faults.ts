@@ -22,10 +22,7 @@ export const faultSchema = z
   })
   .strict()
 export type Fault = z.infer<typeof faultSchema>
-export const faultListSchema = z.union([
-  faultSchema.transform((fault) => [fault]),
-  z.array(faultSchema),
-])
+export const faultListSchema = z.union([faultSchema.transform((fault) => [fault]), z.array(faultSchema)])
 
 export class FaultQueue {
   readonly #queue: Fault[] = []

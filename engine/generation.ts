@@ -39,11 +39,7 @@ export function createPrompt(ids: number[]): Prompt {
 }
 
 /** vLLM's context checks: prompt < max_model_len and prompt + max_tokens ≤ max_model_len. */
-export function resolveMaxTokens(
-  promptLength: number,
-  maxTokens: number | null,
-  maxModelLen: number,
-) {
+export function resolveMaxTokens(promptLength: number, maxTokens: number | null, maxModelLen: number) {
   if (promptLength >= maxModelLen) {
     throw badRequest(
       `This model's maximum context length is ${maxModelLen} tokens. However, your request has ` +
@@ -85,15 +81,13 @@ export function sampleChoices(context: EngineContext, options: SampleOptions): G
     }
     const sampled = output.tokenIds ?? qwen3.encode(output.text)
     const finished = finishSample(qwen3, sampled, options.rules)
-    const parsed =
-      options.parse === null ? null : parseAssistantOutput(finished.text, options.parse)
+    const parsed = options.parse === null ? null : parseAssistantOutput(finished.text, options.parse)
     const calledTools = parsed !== null && parsed.toolCalls.length > 0
     return {
       index,
       ids: finished.ids,
       text: finished.text,
-      finishReason:
-        finished.finishReason === 'stop' && calledTools ? 'tool_calls' : finished.finishReason,
+      finishReason: finished.finishReason === 'stop' && calledTools ? 'tool_calls' : finished.finishReason,
       stopReason: finished.stopReason,
       parsed,
       logprobs:

@@ -38,12 +38,7 @@ export interface WriteOptions {
   headers?: Record<string, string> | undefined
 }
 
-export function sendJson(
-  response: ServerResponse,
-  status: number,
-  body: string,
-  options: WriteOptions = {},
-) {
+export function sendJson(response: ServerResponse, status: number, body: string, options: WriteOptions = {}) {
   const bytes = Buffer.from(body, 'utf8')
   response.writeHead(status, {
     'content-type': 'application/json',
@@ -67,11 +62,7 @@ export interface StreamOptions extends WriteOptions {
   frameDelayMs: number
 }
 
-export async function sendEventStream(
-  response: ServerResponse,
-  frames: readonly string[],
-  options: StreamOptions,
-): Promise<void> {
+export async function sendEventStream(response: ServerResponse, frames: readonly string[], options: StreamOptions): Promise<void> {
   response.writeHead(200, {
     'content-type': 'text/event-stream; charset=utf-8',
     'cache-control': 'no-cache',

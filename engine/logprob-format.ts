@@ -32,11 +32,7 @@ function candidateEntry(qwen3: Qwen3, candidate: LogprobCandidate, asTokenIds: b
   return { token, logprob: candidate.logprob, bytes: [...Buffer.from(token, 'utf8')] }
 }
 
-export function chatLogprobContent(
-  qwen3: Qwen3,
-  logprobs: readonly TokenLogprob[],
-  asTokenIds: boolean,
-): ChatLogprobEntry[] {
+export function chatLogprobContent(qwen3: Qwen3, logprobs: readonly TokenLogprob[], asTokenIds: boolean): ChatLogprobEntry[] {
   return logprobs.map((entry) => ({
     ...candidateEntry(qwen3, entry, asTokenIds),
     top_logprobs: entry.top.map((candidate) => candidateEntry(qwen3, candidate, asTokenIds)),

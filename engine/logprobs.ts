@@ -37,12 +37,7 @@ export interface LogprobOptions {
 }
 
 /** float32 logprob of the token sampled at `position`. */
-export function sampledLogprob(
-  seed: number,
-  promptHash: number,
-  position: number,
-  id: number,
-): number {
+export function sampledLogprob(seed: number, promptHash: number, position: number, id: number): number {
   const uniform = unitFloat(seed, promptHash, position, id)
   return Math.fround(-(MIN_NEGATIVE_LOGPROB + LOGPROB_SPAN * uniform * uniform * uniform))
 }
@@ -59,13 +54,7 @@ export function computeLogprobs(ids: readonly number[], options: LogprobOptions)
   })
 }
 
-function topCandidates(
-  id: number,
-  logprob: number,
-  position: number,
-  seed: number,
-  options: LogprobOptions,
-): LogprobCandidate[] {
+function topCandidates(id: number, logprob: number, position: number, seed: number, options: LogprobOptions): LogprobCandidate[] {
   const remaining = 1 - Math.exp(logprob)
   const candidates: LogprobCandidate[] = [{ id, logprob }]
   const seen = new Set<number>([id])

@@ -5,9 +5,7 @@ import { formatPythonNumber, pythonJsonDumps } from './python-json.ts'
 
 describe('pythonJsonDumps', () => {
   it('uses Python separators and keeps non-ASCII', () => {
-    expect(pythonJsonDumps({ a: 'é', b: [1, 2, { c: null }], d: true })).toBe(
-      '{"a": "é", "b": [1, 2, {"c": null}], "d": true}',
-    )
+    expect(pythonJsonDumps({ a: 'é', b: [1, 2, { c: null }], d: true })).toBe('{"a": "é", "b": [1, 2, {"c": null}], "d": true}')
     expect(pythonJsonDumps({})).toBe('{}')
     expect(pythonJsonDumps('line\n"quoted"')).toBe('"line\\n\\"quoted\\""')
   })
@@ -22,8 +20,7 @@ describe('pythonJsonDumps', () => {
 })
 
 describe('parseAssistantOutput', () => {
-  const call =
-    '<tool_call>\n{"name": "Write", "arguments": {"path": "a.txt", "content": "hi"}}\n</tool_call>'
+  const call = '<tool_call>\n{"name": "Write", "arguments": {"path": "a.txt", "content": "hi"}}\n</tool_call>'
 
   it('splits reasoning, content and hermes tool calls', () => {
     const text = `<think>\nplan\n</think>\n\nSure.\n${call}`
@@ -79,8 +76,7 @@ describe('computeLogprobs', () => {
     for (const entry of first) {
       expect(entry.logprob).toBeLessThan(0)
       expect(Math.fround(entry.logprob)).toBe(entry.logprob)
-      for (const candidate of entry.top)
-        expect(Math.fround(candidate.logprob)).toBe(candidate.logprob)
+      for (const candidate of entry.top) expect(Math.fround(candidate.logprob)).toBe(candidate.logprob)
     }
     expect(computeLogprobs(ids, options)).toEqual(first)
     expect(computeLogprobs(ids, { ...options, seed: 8 })).not.toEqual(first)

@@ -34,9 +34,7 @@ describe('Qwen3 tokenizer', () => {
       thinkEnd: 151668,
     })
     expect(qwen3.encode('<|im_start|>user\nhi<|im_end|>')).toEqual([151644, 872, 198, 6023, 151645])
-    expect(qwen3.encode('<think></think><tool_call></tool_call>')).toEqual([
-      151667, 151668, 151657, 151658,
-    ])
+    expect(qwen3.encode('<think></think><tool_call></tool_call>')).toEqual([151667, 151668, 151657, 151658])
   })
 
   it('matches known Qwen ids and round-trips', () => {
@@ -82,9 +80,7 @@ describe('Qwen3 chat template', () => {
     )
     expect(qwen3.renderChat([user])).toBe('<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n')
     expect(qwen3.renderChat([user], { enableThinking: true })).toBe(qwen3.renderChat([user]))
-    expect(qwen3.renderChat([user], { addGenerationPrompt: false })).toBe(
-      '<|im_start|>user\nhi<|im_end|>\n',
-    )
+    expect(qwen3.renderChat([user], { addGenerationPrompt: false })).toBe('<|im_start|>user\nhi<|im_end|>\n')
   })
 
   it('renders tools like vLLM dumps them (description null, Python separators)', () => {
@@ -100,17 +96,12 @@ describe('Qwen3 chat template', () => {
   })
 
   it('renders JSON-string arguments like parsed objects, and reasoning under either name', () => {
-    const turn = (
-      extra: Partial<ChatMessage>,
-      args: string | Record<string, unknown>,
-    ): ChatMessage[] => [
+    const turn = (extra: Partial<ChatMessage>, args: string | Record<string, unknown>): ChatMessage[] => [
       user,
       {
         role: 'assistant',
         content: null,
-        tool_calls: [
-          { id: 'call_1', type: 'function', function: { name: 'bash', arguments: args } },
-        ],
+        tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'bash', arguments: args } }],
         ...extra,
       },
       {
@@ -160,8 +151,6 @@ describe('Qwen3 chat template', () => {
   it('tokenizeChat is encode(renderChat)', () => {
     const messages: ChatMessage[] = [{ role: 'system', content: 'sys' }, user]
     const options = { tools: [bashTool], enableThinking: false }
-    expect(qwen3.tokenizeChat(messages, options)).toEqual(
-      qwen3.encode(qwen3.renderChat(messages, options)),
-    )
+    expect(qwen3.tokenizeChat(messages, options)).toEqual(qwen3.encode(qwen3.renderChat(messages, options)))
   })
 })

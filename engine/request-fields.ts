@@ -28,22 +28,14 @@ export interface SamplingFields {
   seed: number | null
 }
 
-export function readBoolean(
-  body: Record<string, unknown>,
-  key: string,
-  fallback: boolean,
-): boolean {
+export function readBoolean(body: Record<string, unknown>, key: string, fallback: boolean): boolean {
   const value = body[key]
   if (value === undefined || value === null) return fallback
   if (typeof value !== 'boolean') throw badRequest(`'${key}' must be a boolean`, key)
   return value
 }
 
-export function readInteger(
-  body: Record<string, unknown>,
-  key: string,
-  options: { min?: number; max?: number } = {},
-): number | null {
+export function readInteger(body: Record<string, unknown>, key: string, options: { min?: number; max?: number } = {}): number | null {
   const value = body[key]
   if (value === undefined || value === null) return null
   if (typeof value !== 'number' || !Number.isInteger(value)) {
@@ -67,9 +59,7 @@ export function readSamplingFields(body: Record<string, unknown>): SamplingField
   if (streamOptions && !stream) {
     throw badRequest('Stream options can only be defined when `stream=True`.', 'stream_options')
   }
-  const maxTokens =
-    readInteger(body, 'max_completion_tokens', { min: 1 }) ??
-    readInteger(body, 'max_tokens', { min: 1 })
+  const maxTokens = readInteger(body, 'max_completion_tokens', { min: 1 }) ?? readInteger(body, 'max_tokens', { min: 1 })
   return {
     stream,
     includeUsage: streamOptions ? streamOptions.include_usage === true : false,
@@ -98,7 +88,6 @@ function readStop(value: unknown): string[] {
 function readIntegerList(body: Record<string, unknown>, key: string): number[] {
   const value = body[key]
   if (value === undefined || value === null) return []
-  if (Array.isArray(value) && value.every((entry) => Number.isInteger(entry)))
-    return value as number[]
+  if (Array.isArray(value) && value.every((entry) => Number.isInteger(entry))) return value as number[]
   throw badRequest(`'${key}' must be a list of integers`, key)
 }

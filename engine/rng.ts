@@ -42,8 +42,7 @@ export function mix32(value: number): number {
 /** Combines any number of 32-bit values into one well-mixed 32-bit hash. */
 export function combineHashes(...values: number[]): number {
   let hash = GOLDEN_RATIO_32
-  for (const value of values)
-    hash = mix32(Math.imul(hash ^ (value >>> 0), FNV_PRIME) + GOLDEN_RATIO_32)
+  for (const value of values) hash = mix32(Math.imul(hash ^ (value >>> 0), FNV_PRIME) + GOLDEN_RATIO_32)
   return hash
 }
 

@@ -26,20 +26,12 @@ export interface FinishedSample {
   stopReason: string | number | null
 }
 
-export function finishSample(
-  qwen3: Qwen3,
-  sampled: readonly number[],
-  rules: StopRules,
-): FinishedSample {
-  const decode = (ids: readonly number[]) =>
-    qwen3.decode(ids, { skipSpecialTokens: rules.skipSpecialTokens })
+export function finishSample(qwen3: Qwen3, sampled: readonly number[], rules: StopRules): FinishedSample {
+  const decode = (ids: readonly number[]) => qwen3.decode(ids, { skipSpecialTokens: rules.skipSpecialTokens })
   let ids = [...sampled, qwen3.specialTokens.imEnd]
   let stopReason: string | number | null = null
 
-  const stopTokenAt =
-    rules.stopTokenIds.length === 0
-      ? -1
-      : sampled.findIndex((id) => rules.stopTokenIds.includes(id))
+  const stopTokenAt = rules.stopTokenIds.length === 0 ? -1 : sampled.findIndex((id) => rules.stopTokenIds.includes(id))
   const searched = stopTokenAt >= 0 ? sampled.slice(0, stopTokenAt) : sampled
   const generatedText = qwen3.decode(searched, { skipSpecialTokens: true })
   const stopMatch = findStopString(generatedText, rules.stop)
@@ -66,10 +58,7 @@ export function finishSample(
   return { ids, text: decode(ids), finishReason: 'stop', stopReason }
 }
 
-function findStopString(
-  text: string,
-  stops: readonly string[],
-): { index: number; stop: string } | null {
+function findStopString(text: string, stops: readonly string[]): { index: number; stop: string } | null {
   let best: { index: number; stop: string } | null = null
   for (const stop of stops) {
     const index = text.indexOf(stop)

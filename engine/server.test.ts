@@ -2,14 +2,7 @@ import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { loadQwen3, type Qwen3 } from './qwen3.ts'
 import { type EngineHandle, startEngine } from './server.ts'
-import {
-  assistantMessageFrom,
-  createChat,
-  postJson,
-  tokenizeMessages,
-  type VllmChatParams,
-  type VllmLogprobEntry,
-} from './test-support.ts'
+import { assistantMessageFrom, createChat, postJson, tokenizeMessages, type VllmChatParams, type VllmLogprobEntry } from './test-support.ts'
 
 const START_TIMEOUT_MS = 60_000
 const SEED = 11
@@ -150,11 +143,7 @@ describe('chat completions (non-streaming)', () => {
     const choice = first.choices[0]
     if (choice === undefined) throw new Error('no choice')
     const callId = choice.message.tool_calls?.[0]?.id ?? ''
-    const messages = [
-      ...baseMessages,
-      assistantMessageFrom(choice),
-      { role: 'tool', tool_call_id: callId, content: 'Wrote notes.md' },
-    ]
+    const messages = [...baseMessages, assistantMessageFrom(choice), { role: 'tool', tool_call_id: callId, content: 'Wrote notes.md' }]
     const second = await createChat(client, { ...toolRequest, messages } as VllmChatParams)
     const prefix = [...first.prompt_token_ids, ...choice.token_ids]
     expect(second.prompt_token_ids.slice(0, prefix.length)).toEqual(prefix)
@@ -210,15 +199,9 @@ describe('chat completions (non-streaming)', () => {
       messages: [{ role: 'user', content: ' hello'.repeat(33_000) }],
     })
     expect(long.status).toBe(400)
-    expect((long.json as { error: { message: string } }).error.message).toMatch(
-      /maximum context length is 32768/,
-    )
-    await expect(
-      client.chat.completions.create({ model: 'gpt-5', messages: baseMessages }),
-    ).rejects.toMatchObject({ status: 404 })
-    await expect(
-      createChat(client, { messages: baseMessages, max_tokens: 40_000 }),
-    ).rejects.toMatchObject({ status: 400 })
+    expect((long.json as { error: { message: string } }).error.message).toMatch(/maximum context length is 32768/)
+    await expect(client.chat.completions.create({ model: 'gpt-5', messages: baseMessages })).rejects.toMatchObject({ status: 404 })
+    await expect(createChat(client, { messages: baseMessages, max_tokens: 40_000 })).rejects.toMatchObject({ status: 400 })
   })
 })
 
@@ -341,9 +324,7 @@ describe('completions and utility endpoints', () => {
     expect(choice.token_ids.at(-1)).toBe(qwen3.specialTokens.imEnd)
     expect(choice.text).toBe(qwen3.decode(choice.token_ids, { skipSpecialTokens: true }))
     // The rendered chat is understood: the scripted agent calls the offered tool.
-    expect(choice.text).toContain(
-      '<tool_call>\n{"name": "write", "arguments": {"path": "notes.md", "content": "hello world"}}',
-    )
+    expect(choice.text).toContain('<tool_call>\n{"name": "write", "arguments": {"path": "notes.md", "content": "hello world"}}')
     expect(choice.finish_reason).toBe('stop')
     expect(choice.stop_reason).toBeNull()
     const { tokens, token_logprobs, top_logprobs, text_offset } = choice.logprobs
@@ -354,10 +335,7 @@ describe('completions and utility endpoints', () => {
       expect(top[token]).toBe(token_logprobs[index])
       expect(Object.keys(top).length).toBeLessThanOrEqual(3)
       expect(Math.fround(token_logprobs[index] ?? 0)).toBe(token_logprobs[index])
-      if (index > 0)
-        expect(text_offset[index]).toBe(
-          (text_offset[index - 1] ?? 0) + [...(tokens[index - 1] ?? '')].length,
-        )
+      if (index > 0) expect(text_offset[index]).toBe((text_offset[index - 1] ?? 0) + [...(tokens[index - 1] ?? '')].length)
     })
     expect(body.usage).toMatchObject({
       prompt_tokens: prompt.length,
@@ -371,9 +349,7 @@ describe('completions and utility endpoints', () => {
       max_tokens: 3,
     })
     expect(ok.status).toBe(200)
-    expect(
-      (ok.json as { choices: Array<{ finish_reason: string }> }).choices[0]?.finish_reason,
-    ).toBe('length')
+    expect((ok.json as { choices: Array<{ finish_reason: string }> }).choices[0]?.finish_reason).toBe('length')
     const bad = await postJson(`${engine.url}/v1/completions`, { prompt: [1, 999_999] })
     expect(bad.status).toBe(400)
   })

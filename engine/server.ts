@@ -133,8 +133,7 @@ const chatRoute: GenerationRoute<ChatRequest, ChatGeneration> = {
   render: renderChatCompletion,
   frames: chatStreamFrames,
   newId: () => `chatcmpl-${randomHex()}`,
-  completionTokens: (generation) =>
-    generation.choices.reduce((sum, choice) => sum + choice.ids.length, 0),
+  completionTokens: (generation) => generation.choices.reduce((sum, choice) => sum + choice.ids.length, 0),
   promptTokens: (generation) => generation.prompt.ids.length,
 }
 
@@ -145,10 +144,8 @@ const completionRoute: GenerationRoute<CompletionRequest, CompletionGeneration> 
   render: renderCompletion,
   frames: completionStreamFrames,
   newId: completionId,
-  completionTokens: (generation) =>
-    generation.choices.reduce((sum, choice) => sum + choice.ids.length, 0),
-  promptTokens: (generation) =>
-    generation.prompts.reduce((sum, prompt) => sum + prompt.ids.length, 0),
+  completionTokens: (generation) => generation.choices.reduce((sum, choice) => sum + choice.ids.length, 0),
+  promptTokens: (generation) => generation.prompts.reduce((sum, prompt) => sum + prompt.ids.length, 0),
 }
 
 const policyUpdateSchema = z
@@ -205,10 +202,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
     const nextName = update.policy ?? policyName
     const nextScript = update.script === undefined ? script : update.script
     const nextRate = update.driftRate ?? driftRate
-    context.policy = buildPolicy(
-      { policy: nextName, script: nextScript, driftRate: nextRate },
-      qwen3,
-    )
+    context.policy = buildPolicy({ policy: nextName, script: nextScript, driftRate: nextRate }, qwen3)
     policyName = nextName
     script = nextScript
     driftRate = nextRate
@@ -291,12 +285,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
     sendJson(response, 200, body, { truncate: fault?.truncate, headers: fault?.headers })
   }
 
-  async function serveControl(
-    method: string,
-    path: string,
-    request: IncomingMessage,
-    response: ServerResponse,
-  ): Promise<boolean> {
+  async function serveControl(method: string, path: string, request: IncomingMessage, response: ServerResponse): Promise<boolean> {
     if (path === '/_stand-in/faults') {
       if (method === 'POST') {
         const parsed = faultListSchema.safeParse(parseJson(await readBody(request)))
@@ -310,11 +299,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
         return true
       }
       if (method === 'GET') {
-        sendJson(
-          response,
-          200,
-          JSON.stringify({ pending: faults.pending, applied: faults.applied }),
-        )
+        sendJson(response, 200, JSON.stringify({ pending: faults.pending, applied: faults.applied }))
         return true
       }
     }
@@ -329,8 +314,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
       }
       if (method === 'POST') {
         const parsed = policyUpdateSchema.safeParse(parseJson(await readBody(request)))
-        if (!parsed.success)
-          throw badRequest(`Invalid policy update: ${z.prettifyError(parsed.error)}`)
+        if (!parsed.success) throw badRequest(`Invalid policy update: ${z.prettifyError(parsed.error)}`)
         const update = parsed.data
         try {
           const state = setPolicy({
@@ -369,11 +353,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
         return sendJson(response, 200, handleTokenize(context, parseJson(await readBody(request))))
       case 'POST /detokenize':
         count('detokenize')
-        return sendJson(
-          response,
-          200,
-          handleDetokenize(context, parseJson(await readBody(request))),
-        )
+        return sendJson(response, 200, handleDetokenize(context, parseJson(await readBody(request))))
       case 'GET /v1/models':
         count('models')
         return sendJson(response, 200, modelsBody(context))
@@ -389,14 +369,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
       if (await serveControl(method, path, request, response)) return
     }
     count('not_found')
-    const known = [
-      '/v1/chat/completions',
-      '/v1/completions',
-      '/tokenize',
-      '/detokenize',
-      '/v1/models',
-      '/health',
-    ]
+    const known = ['/v1/chat/completions', '/v1/completions', '/tokenize', '/detokenize', '/v1/models', '/health']
     if (known.includes(path)) return sendJson(response, 405, '{"detail":"Method Not Allowed"}')
     sendJson(response, 404, '{"detail":"Not Found"}')
   }
@@ -407,10 +380,7 @@ export async function startEngine(options: EngineOptions = {}): Promise<EngineHa
       inFlight--
     })
     route(request, response).catch((error: unknown) => {
-      const engineError =
-        error instanceof EngineError
-          ? error
-          : new EngineError(500, `Internal error: ${(error as Error).message}`)
+      const engineError = error instanceof EngineError ? error : new EngineError(500, `Internal error: ${(error as Error).message}`)
       sendError(response, engineError)
     })
   })

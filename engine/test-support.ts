@@ -40,10 +40,7 @@ export type VllmChatParams = Omit<OpenAI.Chat.ChatCompletionCreateParamsNonStrea
 } & Record<string, unknown>
 
 /** The stand-in accepts requests without `model`, like vLLM; the SDK type wants one. */
-export async function createChat(
-  client: OpenAI,
-  params: VllmChatParams,
-): Promise<VllmChatCompletion> {
+export async function createChat(client: OpenAI, params: VllmChatParams): Promise<VllmChatCompletion> {
   const body = {
     model: 'Qwen/Qwen3-8B',
     ...params,
@@ -52,10 +49,7 @@ export async function createChat(
   return completion as unknown as VllmChatCompletion
 }
 
-export async function postJson(
-  url: string,
-  body: unknown,
-): Promise<{ status: number; json: unknown; text: string }> {
+export async function postJson(url: string, body: unknown): Promise<{ status: number; json: unknown; text: string }> {
   const response = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -71,10 +65,7 @@ export async function postJson(
   return { status: response.status, json, text }
 }
 
-export async function tokenizeMessages(
-  baseUrl: string,
-  body: Record<string, unknown>,
-): Promise<number[]> {
+export async function tokenizeMessages(baseUrl: string, body: Record<string, unknown>): Promise<number[]> {
   const { status, json } = await postJson(`${baseUrl}/tokenize`, body)
   if (status !== 200) throw new Error(`tokenize failed: ${status}`)
   return (json as { tokens: number[] }).tokens

@@ -36,9 +36,7 @@ export function handleTokenize(context: EngineContext, body: unknown): string {
   } else {
     throw badRequest("Either 'messages' or 'prompt' (string) is required", 'prompt')
   }
-  const tokenStrs = readBoolean(body, 'return_token_strs', false)
-    ? tokens.map((id) => qwen3.tokenString(id) ?? '')
-    : null
+  const tokenStrs = readBoolean(body, 'return_token_strs', false) ? tokens.map((id) => qwen3.tokenString(id) ?? '') : null
   return `{"count":${tokens.length},"max_model_len":${context.maxModelLen},"tokens":${JSON.stringify(tokens)},"token_strs":${JSON.stringify(tokenStrs)}}`
 }
 
@@ -50,8 +48,7 @@ export function handleDetokenize(context: EngineContext, body: unknown): string 
     throw badRequest("'tokens' must be a list of token ids", 'tokens')
   }
   for (const id of tokens as number[]) {
-    if (id < 0 || id >= context.qwen3.vocabSize)
-      throw badRequest(`Token id ${id} is out of vocabulary`, 'tokens')
+    if (id < 0 || id >= context.qwen3.vocabSize) throw badRequest(`Token id ${id} is out of vocabulary`, 'tokens')
   }
   return JSON.stringify({ prompt: context.qwen3.decode(tokens as number[]) })
 }

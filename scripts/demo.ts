@@ -22,7 +22,11 @@ const TOOLS: OpenAI.Chat.Completions.ChatCompletionTool[] = [
     function: {
       name: 'write_file',
       description: 'Write a file in the working directory.',
-      parameters: { type: 'object', properties: { file_path: { type: 'string' }, content: { type: 'string' } }, required: ['file_path', 'content'] },
+      parameters: {
+        type: 'object',
+        properties: { file_path: { type: 'string' }, content: { type: 'string' } },
+        required: ['file_path', 'content'],
+      },
     },
   },
 ]
@@ -42,7 +46,9 @@ const admin = (path: string, init: RequestInit = {}) =>
 
 let exitCode = 0
 try {
-  const session = (await (await admin('/v1/sessions', { method: 'POST', body: JSON.stringify({ task_id: 'demo-hello', metadata: { group_id: 'demo' } }) })).json()) as {
+  const session = (await (
+    await admin('/v1/sessions', { method: 'POST', body: JSON.stringify({ task_id: 'demo-hello', metadata: { group_id: 'demo' } }) })
+  ).json()) as {
     session_id: string
     token: string
     base_urls: { openai: string }
@@ -60,7 +66,9 @@ try {
       : (await client.chat.completions.create({ model: 'demo-agent', messages, tools: TOOLS })).choices[0]!.message
     messages.push(response as OpenAI.Chat.Completions.ChatCompletionMessageParam)
     const calls = (response.tool_calls ?? []).filter((call) => call.type === 'function')
-    console.log(`turn ${turn + 1} (${stream ? 'streamed' : 'json'}): ${calls.length ? calls.map((c) => `${c.function.name}(${c.function.arguments})`).join(', ') : JSON.stringify(response.content)}`)
+    console.log(
+      `turn ${turn + 1} (${stream ? 'streamed' : 'json'}): ${calls.length ? calls.map((c) => `${c.function.name}(${c.function.arguments})`).join(', ') : JSON.stringify(response.content)}`,
+    )
     if (calls.length === 0) break
     for (const call of calls) {
       const args = JSON.parse(call.function.arguments) as { file_path: string; content: string }
@@ -74,7 +82,16 @@ try {
   console.log(`\nhello.txt contains ${JSON.stringify(written)}`)
 
   const { completions } = (await (await admin(`/v1/sessions/${session.session_id}/completions`)).json()) as {
-    completions: { seq: number; status: string; stream: boolean; prompt_token_ids: number[]; prompt_delta: { shared_prefix_len: number } | null; response_token_ids: number[]; response_logprobs: number[] | null; finish_reason: string }[]
+    completions: {
+      seq: number
+      status: string
+      stream: boolean
+      prompt_token_ids: number[]
+      prompt_delta: { shared_prefix_len: number } | null
+      response_token_ids: number[]
+      response_logprobs: number[] | null
+      finish_reason: string
+    }[]
   }
   console.log('\ncaptured completions:')
   for (const record of completions) {

@@ -17,10 +17,14 @@ export function edgeVarsFromEnv(): Record<string, string> {
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({ options: { port: { type: 'string', default: '8787' }, 'persist-to': { type: 'string', default: '.state' } } })
+  const { values } = parseArgs({
+    options: { port: { type: 'string', default: '8787' }, 'persist-to': { type: 'string', default: '.state' } },
+  })
   const vars = edgeVarsFromEnv()
   const edge = await startEdge({ port: Number(values.port), persistTo: values['persist-to'] ?? '.state', vars, verbose: true })
-  console.log(`rollgate edge on ${edge.url} (upstream ${vars.ROLLGATE_UPSTREAM_URL}, admin token ${vars.ROLLGATE_ADMIN_TOKEN === 'dev-admin-token' ? 'dev-admin-token' : '<from env>'})`)
+  console.log(
+    `rollgate edge on ${edge.url} (upstream ${vars.ROLLGATE_UPSTREAM_URL}, admin token ${vars.ROLLGATE_ADMIN_TOKEN === 'dev-admin-token' ? 'dev-admin-token' : '<from env>'})`,
+  )
   const stop = () => void edge.stop().then(() => process.exit(0))
   process.on('SIGINT', stop)
   process.on('SIGTERM', stop)

@@ -44,7 +44,6 @@ function rng(seed: number): () => number {
   }
 }
 
-
 function loadSeeds(): Seed[] {
   const seeds: Seed[] = [
     {
@@ -56,10 +55,24 @@ function loadSeeds(): Seed[] {
         messages: [
           { role: 'system', content: 'You are a coding agent.' },
           { role: 'user', content: 'create hello.txt containing hi' },
-          { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'write_file', arguments: '{"file_path":"hello.txt","content":"hi"}' } }] },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [
+              { id: 'call_1', type: 'function', function: { name: 'write_file', arguments: '{"file_path":"hello.txt","content":"hi"}' } },
+            ],
+          },
           { role: 'tool', tool_call_id: 'call_1', content: 'ok' },
         ],
-        tools: [{ type: 'function', function: { name: 'write_file', parameters: { type: 'object', properties: { file_path: { type: 'string' }, content: { type: 'string' } } } } }],
+        tools: [
+          {
+            type: 'function',
+            function: {
+              name: 'write_file',
+              parameters: { type: 'object', properties: { file_path: { type: 'string' }, content: { type: 'string' } } },
+            },
+          },
+        ],
         temperature: 0.7,
         stream: false,
       },
@@ -77,18 +90,36 @@ function loadSeeds(): Seed[] {
   return seeds
 }
 
-const ODD_VALUES: Json[] = [null, 0, -1, 1e308, '', 'x'.repeat(5000), true, [], {}, [[[]]], { type: 'wizard' }, '\u0000\ud800', 'user', 'system', 'tool']
+const ODD_VALUES: Json[] = [
+  null,
+  0,
+  -1,
+  1e308,
+  '',
+  'x'.repeat(5000),
+  true,
+  [],
+  {},
+  [[[]]],
+  { type: 'wizard' },
+  '\u0000\ud800',
+  'user',
+  'system',
+  'tool',
+]
 
 function paths(value: Json, prefix: (string | number)[] = [], out: (string | number)[][] = []): (string | number)[][] {
   if (out.length > 400) return out
-  if (Array.isArray(value)) value.forEach((item, i) => {
-    out.push([...prefix, i])
-    paths(item, [...prefix, i], out)
-  })
-  else if (value && typeof value === 'object') for (const key of Object.keys(value)) {
-    out.push([...prefix, key])
-    paths(value[key] as Json, [...prefix, key], out)
-  }
+  if (Array.isArray(value))
+    value.forEach((item, i) => {
+      out.push([...prefix, i])
+      paths(item, [...prefix, i], out)
+    })
+  else if (value && typeof value === 'object')
+    for (const key of Object.keys(value)) {
+      out.push([...prefix, key])
+      paths(value[key] as Json, [...prefix, key], out)
+    }
   return out
 }
 
@@ -142,12 +173,17 @@ function mutate(body: Json, random: () => number): { text: string; stream: boole
 
 const engine = await startEngine({ seed: 11, acceptAnyModel: true })
 const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-fuzz-'))
-const edge = await startMiniflareEdge({ persistTo, vars: { ROLLGATE_ADMIN_TOKEN: ADMIN, ROLLGATE_SIGNING_KEY: 'fuzz', ROLLGATE_UPSTREAM_URL: engine.url, ROLLGATE_HEARTBEAT_MS: '1000' } })
+const edge = await startMiniflareEdge({
+  persistTo,
+  vars: { ROLLGATE_ADMIN_TOKEN: ADMIN, ROLLGATE_SIGNING_KEY: 'fuzz', ROLLGATE_UPSTREAM_URL: engine.url, ROLLGATE_HEARTBEAT_MS: '1000' },
+})
 const failuresDir = join(REPO_ROOT, '.bench/fuzz-failures')
 const counts = { '2xx': 0, '4xx': 0, '5xx_edge': 0, '5xx_upstream': 0, transport_errors: 0 }
 const byApi: Record<string, Record<string, number>> = {}
 try {
-  const session = (await (await fetch(`${edge.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}` }, body: '{}' })).json()) as { token: string }
+  const session = (await (
+    await fetch(`${edge.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}` }, body: '{}' })
+  ).json()) as { token: string }
   const seeds = loadSeeds()
   const random = rng(Number(values.seed))
   const total = Number(values.requests)
@@ -160,7 +196,11 @@ try {
       const seed = seeds[Math.floor(random() * seeds.length)]!
       const { text } = mutate(seed.body, random)
       const url = `${edge.url}${seed.path}`
-      const headers: Record<string, string> = { ...seed.headers, 'content-type': 'application/json', authorization: `Bearer ${session.token}` }
+      const headers: Record<string, string> = {
+        ...seed.headers,
+        'content-type': 'application/json',
+        authorization: `Bearer ${session.token}`,
+      }
       let status = 0
       let source = ''
       try {
@@ -170,7 +210,10 @@ try {
         const answer = await response.text()
         if (status >= 500 && source !== 'upstream' && failuresSaved < 50) {
           mkdirSync(failuresDir, { recursive: true })
-          writeFileSync(join(failuresDir, `${seed.api}-${issued}.json`), JSON.stringify({ url, status, request: text.slice(0, 200_000), answer: answer.slice(0, 5000) }, null, 1))
+          writeFileSync(
+            join(failuresDir, `${seed.api}-${issued}.json`),
+            JSON.stringify({ url, status, request: text.slice(0, 200_000), answer: answer.slice(0, 5000) }, null, 1),
+          )
           failuresSaved++
         }
       } catch {
@@ -188,9 +231,13 @@ try {
   const seconds = (Date.now() - started) / 1000
   console.log(`${issued} mutated requests in ${seconds.toFixed(1)} s across ${Object.keys(byApi).length} APIs (${seeds.length} seeds)`)
   for (const [api, bucket] of Object.entries(byApi)) console.log(`  ${api.padEnd(17)} ${JSON.stringify(bucket)}`)
-  console.log(`2xx ${counts['2xx']}, 4xx ${counts['4xx']}, 5xx from the edge ${counts['5xx_edge']}, 5xx relayed from the engine ${counts['5xx_upstream']}, transport errors ${counts.transport_errors}`)
+  console.log(
+    `2xx ${counts['2xx']}, 4xx ${counts['4xx']}, 5xx from the edge ${counts['5xx_edge']}, 5xx relayed from the engine ${counts['5xx_upstream']}, transport errors ${counts.transport_errors}`,
+  )
   if (counts['5xx_edge'] > 0) console.log(`edge-originated 5xx samples in ${failuresDir}`)
-  console.log(JSON.stringify({ requests: issued, seconds, ...counts, by_api: byApi, ok: counts['5xx_edge'] === 0 && counts.transport_errors === 0 }))
+  console.log(
+    JSON.stringify({ requests: issued, seconds, ...counts, by_api: byApi, ok: counts['5xx_edge'] === 0 && counts.transport_errors === 0 }),
+  )
   process.exitCode = counts['5xx_edge'] === 0 && counts.transport_errors === 0 ? 0 : 1
 } finally {
   await edge.stop()

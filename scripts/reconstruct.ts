@@ -32,9 +32,7 @@ const formatSchema = z.enum(FORMATS)
 
 const recordsFileSchema = z.union([
   z.array(completionRecordSchema),
-  z
-    .looseObject({ completions: z.array(completionRecordSchema) })
-    .transform((value) => value.completions),
+  z.looseObject({ completions: z.array(completionRecordSchema) }).transform((value) => value.completions),
 ])
 
 const sessionSchema = z.object({
@@ -91,16 +89,12 @@ export function runCli(argv: string[]): string {
     session,
   })
   const evalJson = parseJsonOption('eval', values.eval)
-  if (evalJson !== undefined)
-    trajectory = applyEvalResult(trajectory, evalResultSchema.parse(evalJson))
+  if (evalJson !== undefined) trajectory = applyEvalResult(trajectory, evalResultSchema.parse(evalJson))
 
   const indent = values.pretty ? 2 : undefined
   const sessionId = session.session_id ?? records[0]?.session_id ?? 'unknown-session'
-  const taskId =
-    session.task_id ??
-    (typeof trajectory.metadata.task_id === 'string' ? trajectory.metadata.task_id : 'unknown-task')
-  const sessionResult = () =>
-    toSessionResult(trajectory, { session_id: sessionId, task_id: taskId })
+  const taskId = session.task_id ?? (typeof trajectory.metadata.task_id === 'string' ? trajectory.metadata.task_id : 'unknown-task')
+  const sessionResult = () => toSessionResult(trajectory, { session_id: sessionId, task_id: taskId })
   switch (format) {
     case 'trajectory':
       return `${JSON.stringify(trajectory, null, indent)}\n`

@@ -18,7 +18,11 @@ const TOOLS = [
     function: {
       name: 'write_file',
       description: 'Write a file in the workspace.',
-      parameters: { type: 'object', properties: { file_path: { type: 'string' }, content: { type: 'string' } }, required: ['file_path', 'content'] },
+      parameters: {
+        type: 'object',
+        properties: { file_path: { type: 'string' }, content: { type: 'string' } },
+        required: ['file_path', 'content'],
+      },
     },
   },
 ]
@@ -39,7 +43,13 @@ export function chatBody(targetBytes: number, model = 'bench-model'): Record<str
       {
         role: 'assistant',
         content: null,
-        tool_calls: [{ id: `call_${turn}`, type: 'function', function: { name: 'run_shell_command', arguments: JSON.stringify({ command: `grep -rn compute src | head -${turn + 5}` }) } }],
+        tool_calls: [
+          {
+            id: `call_${turn}`,
+            type: 'function',
+            function: { name: 'run_shell_command', arguments: JSON.stringify({ command: `grep -rn compute src | head -${turn + 5}` }) },
+          },
+        ],
       },
       { role: 'tool', tool_call_id: `call_${turn}`, content: output },
     )

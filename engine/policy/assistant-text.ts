@@ -37,14 +37,9 @@ export function toToolSpecs(tools: readonly unknown[] | null | undefined): ToolS
   const specs: ToolSpec[] = []
   for (const tool of tools ?? []) {
     if (!isRecord(tool)) continue
-    const source = isRecord(tool.function)
-      ? tool.function
-      : isRecord(tool.custom)
-        ? tool.custom
-        : tool
+    const source = isRecord(tool.function) ? tool.function : isRecord(tool.custom) ? tool.custom : tool
     if (typeof source.name !== 'string') continue
-    const schema =
-      source.parameters ?? source.input_schema ?? source.parametersJsonSchema ?? source.inputSchema
+    const schema = source.parameters ?? source.input_schema ?? source.parametersJsonSchema ?? source.inputSchema
     const freeform = tool.type === 'custom' || (!isRecord(schema) && isRecord(source.format))
     specs.push({
       name: source.name,

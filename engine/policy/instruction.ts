@@ -46,10 +46,7 @@ export function parseFileInstruction(text: string): FileInstruction | null {
   return found
 }
 
-function toInstruction(
-  path: string | undefined,
-  rawContent: string | undefined,
-): FileInstruction | null {
+function toInstruction(path: string | undefined, rawContent: string | undefined): FileInstruction | null {
   if (path === undefined || rawContent === undefined) return null
   // A bare word ("file", "it") is not a file name; require an extension or a directory.
   if (!/[./]/.test(path)) return null

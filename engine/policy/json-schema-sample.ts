@@ -31,28 +31,17 @@ export function sampleJsonForSchema(schema: unknown, hints: SampleHints): unknow
   return sample(schema, isRecord(schema) ? schema : {}, undefined, hints, 0)
 }
 
-function sample(
-  node: unknown,
-  root: JsonSchema,
-  key: string | undefined,
-  hints: SampleHints,
-  depth: number,
-): unknown {
+function sample(node: unknown, root: JsonSchema, key: string | undefined, hints: SampleHints, depth: number): unknown {
   if (!isRecord(node) || depth > MAX_DEPTH) return node === false ? null : {}
   const schema = resolveRef(node, root)
   if ('const' in schema) return schema.const
   if (Array.isArray(schema.enum) && schema.enum.length > 0) return schema.enum[0]
-  const variants = Array.isArray(schema.anyOf)
-    ? schema.anyOf
-    : Array.isArray(schema.oneOf)
-      ? schema.oneOf
-      : null
+  const variants = Array.isArray(schema.anyOf) ? schema.anyOf : Array.isArray(schema.oneOf) ? schema.oneOf : null
   if (variants !== null && variants.length > 0) {
     const preferred = variants.find((variant) => !(isRecord(variant) && variant.type === 'null'))
     return sample(preferred ?? variants[0], root, key, hints, depth + 1)
   }
-  if (Array.isArray(schema.allOf))
-    return sample(mergeAllOf(schema, root), root, key, hints, depth + 1)
+  if (Array.isArray(schema.allOf)) return sample(mergeAllOf(schema, root), root, key, hints, depth + 1)
   switch (schemaType(schema)) {
     case 'object':
       return sampleObject(schema, root, hints, depth)
@@ -87,10 +76,8 @@ function sampleObject(schema: JsonSchema, root: JsonSchema, hints: SampleHints, 
 }
 
 function sampleString(schema: JsonSchema, key: string | undefined, hints: SampleHints): string {
-  const format =
-    typeof schema.format === 'string' ? STRING_FORMAT_SAMPLES[schema.format] : undefined
-  let text =
-    format ?? (key !== undefined && /title|summary|name|topic/i.test(key) ? hints.title : 'ok')
+  const format = typeof schema.format === 'string' ? STRING_FORMAT_SAMPLES[schema.format] : undefined
+  let text = format ?? (key !== undefined && /title|summary|name|topic/i.test(key) ? hints.title : 'ok')
   const minLength = numberOr(schema.minLength, 0)
   if (text.length < minLength) text = text.padEnd(minLength, 'x')
   const maxLength = numberOr(schema.maxLength, Number.POSITIVE_INFINITY)
@@ -101,12 +88,10 @@ function sampleNumber(schema: JsonSchema, integer: boolean): number {
   const step = integer ? 1 : 0.5
   let low = Number.NEGATIVE_INFINITY
   if (typeof schema.minimum === 'number') low = schema.minimum
-  if (typeof schema.exclusiveMinimum === 'number')
-    low = Math.max(low, schema.exclusiveMinimum + step)
+  if (typeof schema.exclusiveMinimum === 'number') low = Math.max(low, schema.exclusiveMinimum + step)
   let high = Number.POSITIVE_INFINITY
   if (typeof schema.maximum === 'number') high = schema.maximum
-  if (typeof schema.exclusiveMaximum === 'number')
-    high = Math.min(high, schema.exclusiveMaximum - step)
+  if (typeof schema.exclusiveMaximum === 'number') high = Math.min(high, schema.exclusiveMaximum - step)
   let value = Number.isFinite(low) ? low : Math.min(0, high)
   if (integer) value = Math.ceil(value)
   if (value > high) value = integer ? Math.floor(high) : high
@@ -143,17 +128,14 @@ function resolveRef(schema: JsonSchema, root: JsonSchema): JsonSchema {
 function mergeAllOf(schema: JsonSchema, root: JsonSchema): JsonSchema {
   const { allOf, ...rest } = schema
   const merged: JsonSchema = { ...rest }
-  const properties: Record<string, unknown> = isRecord(rest.properties)
-    ? { ...rest.properties }
-    : {}
+  const properties: Record<string, unknown> = isRecord(rest.properties) ? { ...rest.properties } : {}
   const required = new Set<unknown>(Array.isArray(rest.required) ? rest.required : [])
   for (const part of Array.isArray(allOf) ? allOf : []) {
     if (!isRecord(part)) continue
     const resolved = resolveRef(part, root)
     for (const [name, value] of Object.entries(resolved)) {
       if (name === 'properties' && isRecord(value)) Object.assign(properties, value)
-      else if (name === 'required' && Array.isArray(value))
-        for (const item of value) required.add(item)
+      else if (name === 'required' && Array.isArray(value)) for (const item of value) required.add(item)
       else if (!(name in merged)) merged[name] = value
     }
   }

@@ -13,12 +13,7 @@ import { createScriptedPolicy } from './scripted.ts'
 
 const LOAD_TIMEOUT_MS = 60_000
 
-function fn(
-  name: string,
-  properties: Record<string, unknown>,
-  required: string[],
-  description = '',
-) {
+function fn(name: string, properties: Record<string, unknown>, required: string[], description = '') {
   return {
     type: 'function',
     function: { name, description, parameters: { type: 'object', properties, required } },
@@ -37,14 +32,12 @@ const claudeWrite = fn(
   ['file_path', 'content'],
   'Writes a file to the local filesystem.',
 )
-const claudeBash = fn('Bash', { command: { type: 'string' }, description: { type: 'string' } }, [
-  'command',
+const claudeBash = fn('Bash', { command: { type: 'string' }, description: { type: 'string' } }, ['command'])
+const claudeEdit = fn('Edit', { file_path: { type: 'string' }, old_string: { type: 'string' }, new_string: { type: 'string' } }, [
+  'file_path',
+  'old_string',
+  'new_string',
 ])
-const claudeEdit = fn(
-  'Edit',
-  { file_path: { type: 'string' }, old_string: { type: 'string' }, new_string: { type: 'string' } },
-  ['file_path', 'old_string', 'new_string'],
-)
 const geminiWrite = fn(
   'write_file',
   {
@@ -61,15 +54,8 @@ const opencodeWrite = fn(
   },
   ['content', 'filePath'],
 )
-const piWrite = fn('write', { path: { type: 'string' }, content: { type: 'string' } }, [
-  'path',
-  'content',
-])
-const codexExec = fn(
-  'exec_command',
-  { cmd: { type: 'string' }, workdir: { type: 'string' }, yield_time_ms: { type: 'number' } },
-  ['cmd'],
-)
+const piWrite = fn('write', { path: { type: 'string' }, content: { type: 'string' } }, ['path', 'content'])
+const codexExec = fn('exec_command', { cmd: { type: 'string' }, workdir: { type: 'string' }, yield_time_ms: { type: 'number' } }, ['cmd'])
 const codexPatch = {
   type: 'custom',
   custom: {
@@ -78,15 +64,9 @@ const codexPatch = {
     format: { type: 'grammar', syntax: 'lark', definition: 'start: begin_patch hunk+ end_patch' },
   },
 }
-const argvShell = fn('shell', { command: { type: 'array', items: { type: 'string' } } }, [
-  'command',
-])
+const argvShell = fn('shell', { command: { type: 'array', items: { type: 'string' } } }, ['command'])
 
-function input(
-  messages: TemplateMessage[],
-  tools: unknown[],
-  overrides: Partial<PolicyInput> = {},
-): PolicyInput {
+function input(messages: TemplateMessage[], tools: unknown[], overrides: Partial<PolicyInput> = {}): PolicyInput {
   return {
     messages,
     tools: toToolSpecs(tools),
@@ -112,11 +92,7 @@ const ask = (content: string): TemplateMessage => ({ role: 'user', content })
 describe('instruction parsing', () => {
   it.each([
     ['create hello.txt containing hi', 'hello.txt', 'hi'],
-    [
-      'Please create a file named notes.md with the content "hello world".',
-      'notes.md',
-      'hello world',
-    ],
+    ['Please create a file named notes.md with the content "hello world".', 'notes.md', 'hello world'],
     ['Create a new file called src/app.py containing print(1)', 'src/app.py', 'print(1)'],
     ["write 'bonjour' to greeting.txt", 'greeting.txt', 'bonjour'],
     ['make out/result.json with contents {"ok": true}', 'out/result.json', '{"ok": true}'],
@@ -131,27 +107,16 @@ describe('instruction parsing', () => {
 
   it('finds working directories in harness system prompts', () => {
     const system = (content: string): TemplateMessage[] => [{ role: 'system', content }, ask('x')]
-    expect(
-      findWorkingDirectory(system('<env>\nWorking directory: /tmp/proj\nIs git repo: no\n</env>')),
-    ).toBe('/tmp/proj')
-    expect(
-      findWorkingDirectory(
-        system('<environment_context>\n  <cwd>/work/a</cwd>\n</environment_context>'),
-      ),
-    ).toBe('/work/a')
-    expect(findWorkingDirectory(system("I'm currently working in the directory: /home/u/p."))).toBe(
-      '/home/u/p',
-    )
+    expect(findWorkingDirectory(system('<env>\nWorking directory: /tmp/proj\nIs git repo: no\n</env>'))).toBe('/tmp/proj')
+    expect(findWorkingDirectory(system('<environment_context>\n  <cwd>/work/a</cwd>\n</environment_context>'))).toBe('/work/a')
+    expect(findWorkingDirectory(system("I'm currently working in the directory: /home/u/p."))).toBe('/home/u/p')
     expect(findWorkingDirectory(system('nothing here'))).toBeNull()
   })
 })
 
 describe('scripted policy', () => {
   const policy = createScriptedPolicy()
-  const task = [
-    { role: 'system', content: '<env>\nWorking directory: /tmp/proj\n</env>' },
-    ask('create notes.md containing hello world'),
-  ]
+  const task = [{ role: 'system', content: '<env>\nWorking directory: /tmp/proj\n</env>' }, ask('create notes.md containing hello world')]
 
   it.each([
     [
@@ -160,18 +125,8 @@ describe('scripted policy', () => {
       'Write',
       { file_path: '/tmp/proj/notes.md', content: 'hello world' },
     ],
-    [
-      'Gemini write_file (relative)',
-      [geminiWrite],
-      'write_file',
-      { file_path: 'notes.md', content: 'hello world' },
-    ],
-    [
-      'opencode write (absolute filePath)',
-      [opencodeWrite],
-      'write',
-      { filePath: '/tmp/proj/notes.md', content: 'hello world' },
-    ],
+    ['Gemini write_file (relative)', [geminiWrite], 'write_file', { file_path: 'notes.md', content: 'hello world' }],
+    ['opencode write (absolute filePath)', [opencodeWrite], 'write', { filePath: '/tmp/proj/notes.md', content: 'hello world' }],
     ['pi write', [piWrite], 'write', { path: 'notes.md', content: 'hello world' }],
   ])('%s', (_label, tools, name, args) => {
     const call = onlyCall(policy.generate(input(task, tools)).text)
@@ -190,20 +145,13 @@ describe('scripted policy', () => {
   })
 
   it("fills Bash's other required parameters", () => {
-    const requiring = fn('Bash', { command: { type: 'string' }, description: { type: 'string' } }, [
-      'command',
-      'description',
-    ])
-    const call = onlyCall(
-      policy.generate(input([ask('create a.txt containing b')], [requiring])).text,
-    )
+    const requiring = fn('Bash', { command: { type: 'string' }, description: { type: 'string' } }, ['command', 'description'])
+    const call = onlyCall(policy.generate(input([ask('create a.txt containing b')], [requiring])).text)
     expect(call.args).toEqual({ command: "printf '%s' b > a.txt", description: 'Create a.txt' })
   })
 
   it("emits an add-file patch for Codex's freeform apply_patch", () => {
-    const call = onlyCall(
-      policy.generate(input([ask('create hello.txt containing hi')], [codexPatch])).text,
-    )
+    const call = onlyCall(policy.generate(input([ask('create hello.txt containing hi')], [codexPatch])).text)
     expect(call.name).toBe('apply_patch')
     expect(call.args).toEqual({
       input: '*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch',
@@ -222,9 +170,7 @@ describe('scripted policy', () => {
     expect(thinking).toMatch(
       /^<think>\n[^\n]+\n<\/think>\n\n<tool_call>\n\{"name": "write", "arguments": \{"path": "a.txt", "content": "b"\}\}\n<\/tool_call>$/,
     )
-    const plain = policy.generate(
-      input([ask('create a.txt containing b')], [piWrite], { enableThinking: false }),
-    ).text
+    const plain = policy.generate(input([ask('create a.txt containing b')], [piWrite], { enableThinking: false })).text
     expect(plain.startsWith('<tool_call>\n')).toBe(true)
   })
 
@@ -249,11 +195,7 @@ describe('scripted policy', () => {
     expect(parsed.toolCalls).toEqual([])
     // vLLM's qwen3 reasoning parser keeps the newlines that follow </think>.
     expect(parsed.content).toBe('\n\nCreated hello.txt containing "hi".')
-    const next = [
-      ...messages,
-      { role: 'assistant', content: 'done' },
-      ask('create b.txt containing c'),
-    ]
+    const next = [...messages, { role: 'assistant', content: 'done' }, ask('create b.txt containing c')]
     expect(onlyCall(policy.generate(input(next, [piWrite])).text).args).toEqual({
       path: 'b.txt',
       content: 'c',
@@ -262,21 +204,12 @@ describe('scripted policy', () => {
 
   it('answers side calls without tools with a short text', () => {
     const title = policy.generate(
-      input(
-        [
-          { role: 'system', content: 'Generate a short title for the conversation.' },
-          ask('create hello.txt containing hi'),
-        ],
-        [],
-        {
-          enableThinking: false,
-        },
-      ),
+      input([{ role: 'system', content: 'Generate a short title for the conversation.' }, ask('create hello.txt containing hi')], [], {
+        enableThinking: false,
+      }),
     )
     expect(title.text).toBe('Create hello.txt')
-    const plain = policy.generate(
-      input([ask('hello')], [claudeEdit], { enableThinking: false }),
-    ).text
+    const plain = policy.generate(input([ask('hello')], [claudeEdit], { enableThinking: false })).text
     expect(plain).not.toContain('<tool_call>')
   })
 
@@ -294,15 +227,12 @@ describe('scripted policy', () => {
         required: ['reasoning', 'model_choice', 'score'],
       },
     }
-    const text = policy.generate(
-      input([ask('route this')], [], { responseFormat: format, enableThinking: false }),
-    ).text
+    const text = policy.generate(input([ask('route this')], [], { responseFormat: format, enableThinking: false })).text
     expect(JSON.parse(text)).toEqual({ reasoning: 'ok', model_choice: 'flash', score: 3 })
   })
 
   it('is deterministic per rng seed', () => {
-    const run = (seed: number) =>
-      policy.generate(input(task, [piWrite], { rng: createRng(seed) })).text
+    const run = (seed: number) => policy.generate(input(task, [piWrite], { rng: createRng(seed) })).text
     expect(run(5)).toBe(run(5))
     expect(new Set([1, 2, 3, 4, 5, 6, 7, 8].map(run)).size).toBeGreaterThan(1)
   })
@@ -340,14 +270,8 @@ describe('script policy', () => {
 
   it('picks the turn from the number of assistant messages', () => {
     const first = policy.generate(input([ask('go')], [])).text
-    expect(first).toBe(
-      '<think>\nfirst\n</think>\n\n<tool_call>\n{"name": "bash", "arguments": {"cmd": "ls"}}\n</tool_call>',
-    )
-    const history: TemplateMessage[] = [
-      ask('go'),
-      { role: 'assistant', content: '' },
-      { role: 'tool', content: 'x' },
-    ]
+    expect(first).toBe('<think>\nfirst\n</think>\n\n<tool_call>\n{"name": "bash", "arguments": {"cmd": "ls"}}\n</tool_call>')
+    const history: TemplateMessage[] = [ask('go'), { role: 'assistant', content: '' }, { role: 'tool', content: 'x' }]
     expect(policy.generate(input(history, [], { enableThinking: false })).text).toBe('All done.')
     const exhausted = [...history, { role: 'assistant', content: 'All done.' }, ask('more')]
     expect(policy.generate(input(exhausted, [], { enableThinking: false })).text).toBe('Done.')

@@ -29,12 +29,10 @@ export function buildPolicy(config: PolicyConfig, qwen3: Qwen3): Policy {
     case 'scripted':
       return createScriptedPolicy()
     case 'script':
-      if (config.script === null)
-        throw new Error("policy 'script' needs a script (--script <file.json>)")
+      if (config.script === null) throw new Error("policy 'script' needs a script (--script <file.json>)")
       return createScriptPolicy(config.script)
     case 'drift': {
-      const inner =
-        config.script === null ? createScriptedPolicy() : createScriptPolicy(config.script)
+      const inner = config.script === null ? createScriptedPolicy() : createScriptPolicy(config.script)
       return createDriftPolicy(inner, qwen3, { rate: config.driftRate })
     }
   }

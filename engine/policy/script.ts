@@ -12,9 +12,7 @@ import type { Policy } from './policy.ts'
 export const scriptTurnSchema = z.object({
   content: z.string().optional(),
   reasoning: z.string().optional(),
-  tool_calls: z
-    .array(z.object({ name: z.string().min(1), arguments: z.unknown().optional() }))
-    .optional(),
+  tool_calls: z.array(z.object({ name: z.string().min(1), arguments: z.unknown().optional() })).optional(),
 })
 export const scriptSchema = z.array(scriptTurnSchema)
 export type ScriptTurn = z.infer<typeof scriptTurnSchema>

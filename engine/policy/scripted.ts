@@ -96,10 +96,7 @@ function isToolResult(message: TemplateMessage): boolean {
 }
 
 /** Name of the latest tool call made after the current query, or `null`. */
-function lastToolCallAfter(
-  messages: readonly TemplateMessage[],
-  queryIndex: number,
-): string | null {
+function lastToolCallAfter(messages: readonly TemplateMessage[], queryIndex: number): string | null {
   for (let index = messages.length - 1; index > queryIndex; index--) {
     const calls = messages[index]?.tool_calls
     const name = calls?.at(-1)?.function.name
@@ -112,11 +109,7 @@ function titleFor(instruction: FileInstruction): string {
   return `Create ${instruction.path}`
 }
 
-function sideCallText(
-  messages: readonly TemplateMessage[],
-  instruction: FileInstruction,
-  enableThinking: boolean,
-): string {
+function sideCallText(messages: readonly TemplateMessage[], instruction: FileInstruction, enableThinking: boolean): string {
   const everything = messages.map((message) => message.content).join('\n')
   let content: string
   if (/\btitle\b/i.test(everything)) content = titleFor(instruction)
@@ -134,8 +127,7 @@ function buildCall(
   switch (tool.kind) {
     case 'write': {
       const directory = tool.absolutePath ? findWorkingDirectory(messages) : null
-      args[tool.pathKey] =
-        directory === null ? instruction.path : joinPath(directory, instruction.path)
+      args[tool.pathKey] = directory === null ? instruction.path : joinPath(directory, instruction.path)
       args[tool.contentKey] = instruction.content
       break
     }
@@ -146,12 +138,7 @@ function buildCall(
     }
     case 'patch': {
       const lines = instruction.content.split('\n').map((line) => `+${line}`)
-      args[tool.inputKey] = [
-        '*** Begin Patch',
-        `*** Add File: ${instruction.path}`,
-        ...lines,
-        '*** End Patch',
-      ].join('\n')
+      args[tool.inputKey] = ['*** Begin Patch', `*** Add File: ${instruction.path}`, ...lines, '*** End Patch'].join('\n')
       break
     }
   }

@@ -8,17 +8,7 @@
 import { isRecord } from '../chat-template-input.ts'
 import type { JsonSchema, ToolSpec } from './policy.ts'
 
-const PATH_KEYS = [
-  'file_path',
-  'path',
-  'filePath',
-  'absolute_path',
-  'filepath',
-  'filename',
-  'file_name',
-  'file',
-  'target_file',
-]
+const PATH_KEYS = ['file_path', 'path', 'filePath', 'absolute_path', 'filepath', 'filename', 'file_name', 'file', 'target_file']
 const CONTENT_KEYS = ['content', 'contents', 'text', 'file_text', 'new_content', 'data', 'body']
 const SHELL_KEYS = ['command', 'cmd', 'script']
 const WRITE_NAME = /write|create|save|new_file/i
@@ -89,8 +79,7 @@ function findWriteTool(tools: readonly ToolSpec[]): WriteTool | null {
     const pathKey = PATH_KEYS.find((key) => isStringSchema(props[key]))
     const contentKey = CONTENT_KEYS.find((key) => isStringSchema(props[key]))
     if (pathKey === undefined || contentKey === undefined) continue
-    const pathDescription =
-      typeof props[pathKey]?.description === 'string' ? props[pathKey].description : ''
+    const pathDescription = typeof props[pathKey]?.description === 'string' ? props[pathKey].description : ''
     const absolutePath = /\babsolute\b/i.test(`${tool.description}\n${String(pathDescription)}`)
     candidates.push({ kind: 'write', tool, pathKey, contentKey, absolutePath })
   }
@@ -125,9 +114,7 @@ function findPatchTool(tools: readonly ToolSpec[]): PatchTool | null {
     const required = Array.isArray(tool.parameters.required) ? tool.parameters.required : []
     const stringKeys = Object.keys(props).filter((key) => isStringSchema(props[key]))
     const inputKey =
-      stringKeys.find((key) => required.includes(key)) ??
-      stringKeys.find((key) => /input|patch|content/i.test(key)) ??
-      stringKeys[0]
+      stringKeys.find((key) => required.includes(key)) ?? stringKeys.find((key) => /input|patch|content/i.test(key)) ?? stringKeys[0]
     if (inputKey !== undefined) return { kind: 'patch', tool, inputKey }
   }
   return null

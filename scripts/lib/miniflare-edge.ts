@@ -30,7 +30,11 @@ export interface MiniflareEdge {
   stop(): Promise<void>
 }
 
-export async function startMiniflareEdge(options: { persistTo: string; vars: Record<string, string>; scriptPath?: string }): Promise<MiniflareEdge> {
+export async function startMiniflareEdge(options: {
+  persistTo: string
+  vars: Record<string, string>
+  scriptPath?: string
+}): Promise<MiniflareEdge> {
   const scriptPath = options.scriptPath ?? bundleWorker()
   const mf = new Miniflare(
     convertV4MiniflareOptions({

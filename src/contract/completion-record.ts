@@ -92,9 +92,7 @@ export const completionRecordSchema = z.object({
    * `shared_prefix_len` tokens (then diverges or ends). Null when stored whole. Lets reconstruction
    * check prefix continuity in O(1) instead of comparing whole prompts (linear merging).
    */
-  prompt_delta: z
-    .object({ parent_seq: z.number().int().nonnegative(), shared_prefix_len: z.number().int().nonnegative() })
-    .nullable(),
+  prompt_delta: z.object({ parent_seq: z.number().int().nonnegative(), shared_prefix_len: z.number().int().nonnegative() }).nullable(),
   response_token_ids: z.array(z.number().int()),
   /** Aligned 1:1 with `response_token_ids`, or null when the engine gave none that align. */
   response_logprobs: z.array(z.number()).nullable(),

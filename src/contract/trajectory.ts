@@ -47,10 +47,7 @@ export const traceSchema = z
         message: 'loss_mask length must match response_ids length',
       })
     }
-    if (
-      trace.response_logprobs !== null &&
-      trace.response_logprobs.length !== trace.response_ids.length
-    ) {
+    if (trace.response_logprobs !== null && trace.response_logprobs.length !== trace.response_ids.length) {
       ctx.addIssue({
         code: 'custom',
         path: ['response_logprobs'],
@@ -164,13 +161,7 @@ export const breakReasonSchema = z.enum([
 export type BreakReason = z.infer<typeof breakReasonSchema>
 
 /** Why the trainer's context for a turn differs from the prompt the model saw. */
-export const driftReasonSchema = z.enum([
-  'thinking_rewrite',
-  'retokenization',
-  'template_rewrite',
-  'system_edit',
-  'history_edit',
-])
+export const driftReasonSchema = z.enum(['thinking_rewrite', 'retokenization', 'template_rewrite', 'system_edit', 'history_edit'])
 export type DriftReason = z.infer<typeof driftReasonSchema>
 
 /** One merged completion inside a trace (`metadata.turns[]`). */

@@ -44,15 +44,10 @@ export function isFailedTrajectory(trajectory: Trajectory): boolean {
   return trajectory.status === 'ERROR' || trajectory.status === 'TIMEOUT'
 }
 
-export function groupAdvantages(
-  group: readonly Trajectory[],
-  options: GroupAdvantageOptions = {},
-): GroupAdvantages {
+export function groupAdvantages(group: readonly Trajectory[], options: GroupAdvantageOptions = {}): GroupAdvantages {
   const trajectoryMeans = group.map((trajectory) => {
     if (isFailedTrajectory(trajectory)) return null
-    const rewards = trajectory.traces
-      .filter((trace) => hasTrainableTokens(trace.loss_mask))
-      .map((trace) => trace.reward ?? 0)
+    const rewards = trajectory.traces.filter((trace) => hasTrainableTokens(trace.loss_mask)).map((trace) => trace.reward ?? 0)
     if (rewards.length === 0) return null
     return rewards.reduce((sum, value) => sum + value, 0) / rewards.length
   })
@@ -63,12 +58,8 @@ export function groupAdvantages(
     trajectoryMeans.forEach((mean, other) => {
       if (other !== index && mean !== null) others.push(mean)
     })
-    const baseline =
-      others.length === 0 ? 0 : others.reduce((sum, value) => sum + value, 0) / others.length
-    const scale =
-      options.stdNormalization && others.length > 1
-        ? sampleStdev(others) + ADVANTAGE_STD_EPSILON
-        : 1
+    const baseline = others.length === 0 ? 0 : others.reduce((sum, value) => sum + value, 0) / others.length
+    const scale = options.stdNormalization && others.length > 1 ? sampleStdev(others) + ADVANTAGE_STD_EPSILON : 1
     return trajectory.traces.map((trace) => ((trace.reward ?? 0) - baseline) / scale)
   })
   return { advantages, trajectoryMeans }

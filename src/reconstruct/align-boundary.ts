@@ -18,14 +18,7 @@
  * compared after them.
  */
 import type { BreakReason } from '../contract/trajectory.ts'
-import {
-  commonPrefixFrom,
-  commonRunAt,
-  indexOfFrom,
-  matchesAt,
-  resynchronize,
-  type Tokens,
-} from './token-ops.ts'
+import { commonPrefixFrom, commonRunAt, indexOfFrom, matchesAt, resynchronize, type Tokens } from './token-ops.ts'
 
 /** Minimum extra tokens a replayed turn may have over the raw one when searching its end. */
 const MIN_REPLAY_SLACK_TOKENS = 16
@@ -93,19 +86,12 @@ function sameConversation(P: Tokens, matchedUpTo: number, firstEot: number): boo
 function breakAt(P: Tokens, R: Tokens, Q: Tokens, lcp: number, failedAt: number, firstEot: number) {
   const related = sameConversation(P, failedAt, firstEot)
   // History rewritten into a shorter context than the one it replaces: summarized / compacted.
-  const reason: BreakReason =
-    related && Q.length < P.length + R.length ? 'compaction' : 'prefix_mismatch'
+  const reason: BreakReason = related && Q.length < P.length + R.length ? 'compaction' : 'prefix_mismatch'
   return { kind: 'break', lcp, reason, related } as const
 }
 
 /** Align `Q` to the tip; `lowerBound` tokens of `P` and `Q` are known to be equal. */
-export function alignToTip(
-  P: Tokens,
-  R: Tokens,
-  Q: Tokens,
-  lowerBound: number,
-  options: AlignOptions,
-): Alignment {
+export function alignToTip(P: Tokens, R: Tokens, Q: Tokens, lowerBound: number, options: AlignOptions): Alignment {
   const pLength = P.length
   const bound = Math.max(0, Math.min(lowerBound, pLength, Q.length))
   // An identical prompt keeps the tip's interstitial: verify it instead of trusting the hint.
@@ -151,10 +137,7 @@ export function alignToTip(
   if (tailLength === 0 && matchesAt(Q, q, R)) {
     const interStart = q + R.length
     const eot = options.eot
-    const strictRuleMerge =
-      edits.length === 0 &&
-      eot !== null &&
-      (R[R.length - 1] === eot || indexOfFrom(Q, eot, q, Q.length) >= 0)
+    const strictRuleMerge = edits.length === 0 && eot !== null && (R[R.length - 1] === eot || indexOfFrom(Q, eot, q, Q.length) >= 0)
     return {
       kind: 'continue',
       lcp,

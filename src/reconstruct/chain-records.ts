@@ -27,16 +27,7 @@ import type { BreakReason, DriftReason } from '../contract/trajectory.ts'
 import { type AlignOptions, alignToTip, type PromptEdit } from './align-boundary.ts'
 import type { PrefixMergingConfig } from './config.ts'
 import { applyBoundary } from './drift-regions.ts'
-import {
-  appendTurn,
-  createSegment,
-  type NewSegment,
-  replaceTip,
-  type Segment,
-  streamSlice,
-  tip,
-  tipResponseStart,
-} from './segment.ts'
+import { appendTurn, createSegment, type NewSegment, replaceTip, type Segment, streamSlice, tip, tipResponseStart } from './segment.ts'
 import { commonPrefixFrom, containsAny, indexOfFrom, type Tokens } from './token-ops.ts'
 
 /** Parent links followed to find a placed ancestor (excluded retries, other agents in between). */
@@ -88,16 +79,8 @@ export function chainRecords(
   const segments: Segment[] = []
   let chainCount = 0
 
-  const open = (
-    record: CompletionRecord,
-    init: Omit<NewSegment, 'index' | 'chain'>,
-    chain?: number,
-  ) => {
-    const segment = createSegment(
-      record,
-      { ...init, index: segments.length, chain: chain ?? chainCount++ },
-      eot,
-    )
+  const open = (record: CompletionRecord, init: Omit<NewSegment, 'index' | 'chain'>, chain?: number) => {
+    const segment = createSegment(record, { ...init, index: segments.length, chain: chain ?? chainCount++ }, eot)
     segments.push(segment)
     const list = byAgent.get(record.agent)
     if (list === undefined) byAgent.set(record.agent, [segment])
@@ -107,12 +90,7 @@ export function chainRecords(
   }
 
   const classifier = (Q: Tokens) => {
-    return (
-      stream: Tokens,
-      prompt: Tokens,
-      at: 'boundary' | 'edit',
-      qStart: number,
-    ): DriftReason => {
+    return (stream: Tokens, prompt: Tokens, at: 'boundary' | 'edit', qStart: number): DriftReason => {
       if (thinkIds !== null && (containsAny(stream, thinkIds) || containsAny(prompt, thinkIds))) {
         return 'thinking_rewrite'
       }
@@ -122,9 +100,7 @@ export function chainRecords(
       }
       if (stream.length > 0 && prompt.length > 0) {
         if (options.decode !== undefined) {
-          return options.decode([...stream]) === options.decode([...prompt])
-            ? 'retokenization'
-            : 'template_rewrite'
+          return options.decode([...stream]) === options.decode([...prompt]) ? 'retokenization' : 'template_rewrite'
         }
         const structural = eot !== null && (stream.includes(eot) || prompt.includes(eot))
         return structural ? 'template_rewrite' : 'retokenization'
@@ -133,11 +109,7 @@ export function chainRecords(
     }
   }
 
-  const handleRetry = (
-    segment: Segment,
-    record: CompletionRecord,
-    edits: readonly PromptEdit[],
-  ) => {
+  const handleRetry = (segment: Segment, record: CompletionRecord, edits: readonly PromptEdit[]) => {
     const current = tip(segment).record
     if (config.retry_policy === 'keep_first') {
       open(record, {
@@ -184,9 +156,7 @@ export function chainRecords(
     const replaced = replaceTip(
       segment,
       record,
-      drift === undefined
-        ? undefined
-        : { ...drift, firstEot: eot === null ? -1 : indexOfFrom(Q, eot, 0, Q.length) },
+      drift === undefined ? undefined : { ...drift, firstEot: eot === null ? -1 : indexOfFrom(Q, eot, 0, Q.length) },
     )
     aliases.set(replaced, record)
     placement.set(record, segment)
@@ -214,8 +184,7 @@ export function chainRecords(
       return { kind: 'done' }
     }
     if (alignment.kind === 'break') {
-      const predecessor =
-        alignment.reason === 'eot_unavailable' || alignment.reason === 'interstitial_split_failed'
+      const predecessor = alignment.reason === 'eot_unavailable' || alignment.reason === 'interstitial_split_failed'
       return {
         kind: 'failed',
         related: alignment.related,
@@ -336,8 +305,7 @@ export function chainRecords(
     // Fallback: full comparison against every tip of this agent (Polar's grouping, tolerant).
     const candidates: { segment: Segment; lcp: number }[] = []
     for (const segment of byAgent.get(record.agent) ?? []) {
-      if (tried.has(segment) || segment.origin === 'retry' || segment.origin === 'superseded')
-        continue
+      if (tried.has(segment) || segment.origin === 'retry' || segment.origin === 'superseded') continue
       const lcp = commonPrefixFrom(tip(segment).record.prompt_token_ids, Q, 0)
       if (lcp > 0) candidates.push({ segment, lcp })
     }
@@ -368,12 +336,7 @@ export function chainRecords(
  * First end-of-turn index of the new tip prompt, without rescanning it: unchanged when the old one
  * lies in the common prefix; else found in the new tokens (or, after edits, from the start).
  */
-function firstEotAfter(
-  previous: number,
-  alignment: { lcp: number; edits: readonly unknown[] },
-  Q: Tokens,
-  eot: number | null,
-): number {
+function firstEotAfter(previous: number, alignment: { lcp: number; edits: readonly unknown[] }, Q: Tokens, eot: number | null): number {
   if (eot === null) return -1
   if (previous >= 0 && previous < alignment.lcp) return previous
   // No end-of-turn in the old prompt: none in the common prefix either, scan only the new tokens.
@@ -381,10 +344,7 @@ function firstEotAfter(
   return indexOfFrom(Q, eot, from, Q.length)
 }
 
-function breakInit(
-  failure: Failure,
-  origin: 'break' | 'fork',
-): Omit<NewSegment, 'index' | 'chain'> {
+function breakInit(failure: Failure, origin: 'break' | 'fork'): Omit<NewSegment, 'index' | 'chain'> {
   return {
     origin,
     parent: failure.segment.index,

@@ -41,8 +41,7 @@ export function labelBranches(segments: readonly Segment[]): void {
     const tools = firstRecord !== undefined && requestTools(firstRecord) !== null ? 1 : 0
     const rank: [number, number, number] = [size, tools, -first.firstSeq]
     const best = mainChain.get(first.agent)
-    if (best === undefined || compareRank(rank, best.rank) > 0)
-      mainChain.set(first.agent, { chain, rank })
+    if (best === undefined || compareRank(rank, best.rank) > 0) mainChain.set(first.agent, { chain, rank })
   }
 
   for (const segment of segments) {

@@ -21,11 +21,7 @@ export const prefixMergingConfigSchema = z.strictObject({
    * Merge a turn only if at most this many tokens of the context the trainer conditions it on
    * differ from the prompt the model actually saw (cumulative over the segment; see README).
    */
-  max_context_drift_tokens: z
-    .number()
-    .int()
-    .nonnegative()
-    .default(DEFAULT_MAX_CONTEXT_DRIFT_TOKENS),
+  max_context_drift_tokens: z.number().int().nonnegative().default(DEFAULT_MAX_CONTEXT_DRIFT_TOKENS),
   /**
    * A rewrite of the previous prompt's last tokens (generation-prompt scaffold) is handled at the
    * boundary when it starts at most this many tokens before the previous prompt's end.
@@ -44,10 +40,7 @@ export const prefixMergingConfigSchema = z.strictObject({
   /** Same prompt re-sent: which attempt stays in the chain; the others get branch `retry`. */
   retry_policy: z.enum(['keep_last', 'keep_first']).default('keep_last'),
   /** `[<think>, </think>]` ids used to label drift as `thinking_rewrite`; null = never. */
-  think_token_ids: z
-    .tuple([z.number().int(), z.number().int()])
-    .nullable()
-    .default([QWEN3_THINK_TOKEN_IDS[0], QWEN3_THINK_TOKEN_IDS[1]]),
+  think_token_ids: z.tuple([z.number().int(), z.number().int()]).nullable().default([QWEN3_THINK_TOKEN_IDS[0], QWEN3_THINK_TOKEN_IDS[1]]),
 })
 export type PrefixMergingConfigInput = z.input<typeof prefixMergingConfigSchema>
 export type PrefixMergingConfig = z.infer<typeof prefixMergingConfigSchema>

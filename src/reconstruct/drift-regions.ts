@@ -172,12 +172,7 @@ export function applyBoundary(state: DriftState, input: BoundaryDriftInput): Bou
         const streamMiddle = streamTokens.slice(part.aStart, part.aEnd)
         const promptMiddle = promptTokens.slice(part.bStart, part.bEnd)
         const drift = Math.max(streamMiddle.length, promptMiddle.length)
-        const reason = input.classify(
-          streamMiddle,
-          promptMiddle,
-          hasTail ? 'boundary' : 'edit',
-          qStart + part.bStart,
-        )
+        const reason = input.classify(streamMiddle, promptMiddle, hasTail ? 'boundary' : 'edit', qStart + part.bStart)
         next.push({
           cs: cStart + part.aStart,
           ce: cStart + part.aEnd,

@@ -7,11 +7,7 @@
 import type { CompletionRecord } from '../contract/completion-record.ts'
 
 /** Finish reasons where the model emitted its natural end-of-turn token itself. */
-export const NATURAL_STOP_REASONS: ReadonlySet<string> = new Set([
-  'stop',
-  'tool_calls',
-  'stop_sequence',
-])
+export const NATURAL_STOP_REASONS: ReadonlySet<string> = new Set(['stop', 'tool_calls', 'stop_sequence'])
 
 function naturalLastToken(record: CompletionRecord): number | null {
   const ids = record.response_token_ids

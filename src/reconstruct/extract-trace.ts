@@ -87,10 +87,7 @@ export function excludedEntry(record: CompletionRecord, reason: string): Exclude
 
 /** Arrival order (`seq`, then `completion_id`): Rollgate's authoritative order. */
 export function compareBySeq(a: CompletionRecord, b: CompletionRecord): number {
-  return (
-    a.seq - b.seq ||
-    (a.completion_id < b.completion_id ? -1 : a.completion_id > b.completion_id ? 1 : 0)
-  )
+  return a.seq - b.seq || (a.completion_id < b.completion_id ? -1 : a.completion_id > b.completion_id ? 1 : 0)
 }
 
 /** Polar's order: `(timestamp, completion_id)` as strings (`CompletionSession` sorting). */

@@ -12,11 +12,7 @@
  */
 import type { CompletionRecord } from '../contract/completion-record.ts'
 import type { BuilderName, Trajectory } from '../contract/trajectory.ts'
-import {
-  type PrefixMergingConfigInput,
-  parsePrefixMergingConfig,
-  perRequestConfigSchema,
-} from './config.ts'
+import { type PrefixMergingConfigInput, parsePrefixMergingConfig, perRequestConfigSchema } from './config.ts'
 import { buildPerRequest } from './per-request.ts'
 import { buildPrefixMerging } from './prefix-merging.ts'
 import type { SessionInfo } from './trajectory-metadata.ts'
@@ -32,10 +28,7 @@ export interface ReconstructOptions {
 }
 
 /** Build the trajectory of one session from its completion records (any order). */
-export function reconstructTrajectory(
-  records: readonly CompletionRecord[],
-  options: ReconstructOptions,
-): Trajectory {
+export function reconstructTrajectory(records: readonly CompletionRecord[], options: ReconstructOptions): Trajectory {
   if (options.builder === 'per_request') {
     perRequestConfigSchema.parse(options.config ?? {})
     return buildPerRequest(records, options.session)

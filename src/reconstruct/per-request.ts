@@ -8,10 +8,7 @@ import type { Trajectory } from '../contract/trajectory.ts'
 import { partitionRecords, traceFromRecord } from './extract-trace.ts'
 import { type SessionInfo, trajectoryMetadata } from './trajectory-metadata.ts'
 
-export function buildPerRequest(
-  records: readonly CompletionRecord[],
-  session?: SessionInfo,
-): Trajectory {
+export function buildPerRequest(records: readonly CompletionRecord[], session?: SessionInfo): Trajectory {
   const { trainable, excluded } = partitionRecords(records)
   const traces = trainable.map(traceFromRecord)
   const metadata = {

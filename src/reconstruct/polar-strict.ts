@@ -13,12 +13,7 @@
 import type { CompletionRecord } from '../contract/completion-record.ts'
 import type { ExcludedCompletion, Trace, Trajectory } from '../contract/trajectory.ts'
 import { detectEotPolar } from './end-of-turn.ts'
-import {
-  compareByTimestamp,
-  excludedEntry,
-  partitionRecords,
-  traceFromRecord,
-} from './extract-trace.ts'
+import { compareByTimestamp, excludedEntry, partitionRecords, traceFromRecord } from './extract-trace.ts'
 import { type SessionInfo, trajectoryMetadata } from './trajectory-metadata.ts'
 
 interface StrictStats {
@@ -54,8 +49,7 @@ function sliceInterstitial(tail: number[], previousRaw: readonly number[], eot: 
   if (eot === null) return null
   const k = tail.indexOf(eot)
   if (k < 0) return null
-  if (previousRaw.length > 0 && previousRaw[previousRaw.length - 1] === eot)
-    return tail.slice(k + 1)
+  if (previousRaw.length > 0 && previousRaw[previousRaw.length - 1] === eot) return tail.slice(k + 1)
   return tail.slice(k)
 }
 

@@ -96,10 +96,7 @@ function reconstructionStats(
   }
 }
 
-export function buildPrefixMerging(
-  records: readonly CompletionRecord[],
-  options: PrefixMergingOptions,
-): Trajectory {
+export function buildPrefixMerging(records: readonly CompletionRecord[], options: PrefixMergingOptions): Trajectory {
   const { config, session } = options
   if (config.strict) return buildPrefixMergingStrict(records, session, config.end_of_turn_token_id)
 
@@ -119,21 +116,14 @@ export function buildPrefixMerging(
     chainPositions.set(segment.chain, position + 1)
     return { segment, position }
   })
-  positioned.sort(
-    (a, b) => a.segment.firstSeq - b.segment.firstSeq || a.segment.index - b.segment.index,
-  )
+  positioned.sort((a, b) => a.segment.firstSeq - b.segment.firstSeq || a.segment.index - b.segment.index)
   const traces = positioned.map(({ segment, position }) => finalizeSegment(segment, position))
 
   const excludedByReason: Record<string, number> = {}
   for (const entry of excluded) increment(excludedByReason, entry.reason)
   const metadata = {
     ...trajectoryMetadata('prefix_merging', records, session, traces.length),
-    reconstruction_stats: reconstructionStats(
-      segments,
-      trainable.length,
-      records.length,
-      excludedByReason,
-    ),
+    reconstruction_stats: reconstructionStats(segments, trainable.length, records.length, excludedByReason),
     reconstruction: {
       mode: 'tolerant',
       end_of_turn_token_id: eot,

@@ -13,11 +13,7 @@ export interface ApplyEvalOptions {
   strategy?: string | null
 }
 
-export function applyEvalResult(
-  trajectory: Trajectory,
-  evalResult: EvalResult,
-  options: ApplyEvalOptions = {},
-): Trajectory {
+export function applyEvalResult(trajectory: Trajectory, evalResult: EvalResult, options: ApplyEvalOptions = {}): Trajectory {
   const evaluation = {
     strategy: options.strategy ?? null,
     outcome_reward: evalResult.outcome_reward,
@@ -32,9 +28,7 @@ export function applyEvalResult(
         ...trajectory,
         metadata,
         status: 'ERROR',
-        error:
-          `evaluator returned ${traceRewards.length} trace_rewards but trajectory has ` +
-          `${trajectory.traces.length} traces`,
+        error: `evaluator returned ${traceRewards.length} trace_rewards but trajectory has ` + `${trajectory.traces.length} traces`,
       }
     }
     return {

@@ -7,13 +7,7 @@
  * output arrays are allocated once, at their final size, when the segment is finalized.
  */
 import type { CompletionRecord } from '../contract/completion-record.ts'
-import type {
-  BranchLabel,
-  BreakReason,
-  DriftReason,
-  Trace,
-  TraceTurn,
-} from '../contract/trajectory.ts'
+import type { BranchLabel, BreakReason, DriftReason, Trace, TraceTurn } from '../contract/trajectory.ts'
 import { EMPTY_DRIFT, type DriftState } from './drift-regions.ts'
 import { alignedLogprobs, promptMessages, requestTools, responseMessages } from './extract-trace.ts'
 import { indexOfFrom, type Tokens } from './token-ops.ts'
@@ -149,10 +143,7 @@ function pushPiece(segment: Segment, piece: Omit<Piece, 'offset'>): number {
   return offset
 }
 
-function pushResponse(
-  segment: Segment,
-  record: CompletionRecord,
-): { offset: number; message: number } {
+function pushResponse(segment: Segment, record: CompletionRecord): { offset: number; message: number } {
   const ids = record.response_token_ids
   if (lacksLogprobs(record)) segment.turnsWithoutLogprobs++
   const offset = pushPiece(segment, {
@@ -171,11 +162,7 @@ function pushResponse(
   return { offset, message }
 }
 
-export function createSegment(
-  record: CompletionRecord,
-  init: NewSegment,
-  eot: number | null,
-): Segment {
+export function createSegment(record: CompletionRecord, init: NewSegment, eot: number | null): Segment {
   const prompt = record.prompt_token_ids
   const segment: Segment = {
     index: init.index,
@@ -378,10 +365,7 @@ export function finalizeSegment(segment: Segment, chainSegmentIndex: number): Tr
       break_reason: segment.breakReason,
       ...(segment.breakDetail === null ? {} : { break_detail: segment.breakDetail }),
       ...(segment.retryInfo === null ? {} : { retry: segment.retryInfo }),
-      context_drift_tokens_max: turns.reduce(
-        (max, turn) => Math.max(max, turn.context_drift_tokens),
-        0,
-      ),
+      context_drift_tokens_max: turns.reduce((max, turn) => Math.max(max, turn.context_drift_tokens), 0),
       turns,
     },
   }

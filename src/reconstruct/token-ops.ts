@@ -15,13 +15,7 @@ export function commonPrefixFrom(a: Tokens, b: Tokens, start: number): number {
 }
 
 /** Length of the common run of `a[aStart…]` and `b[bStart…]`, compared up to `max` tokens. */
-export function commonRunAt(
-  a: Tokens,
-  aStart: number,
-  b: Tokens,
-  bStart: number,
-  max = Number.POSITIVE_INFINITY,
-): number {
+export function commonRunAt(a: Tokens, aStart: number, b: Tokens, bStart: number, max = Number.POSITIVE_INFINITY): number {
   const limit = Math.min(a.length - aStart, b.length - bStart, max)
   let n = 0
   while (n < limit && a[aStart + n] === b[bStart + n]) n++
@@ -127,11 +121,7 @@ export function diffRegions(a: Tokens, b: Tokens): DiffRegion[] {
       bEnd--
     }
     if (aStart === aEnd && bStart === bEnd) return
-    if (
-      depth < DIFF_MAX_DEPTH &&
-      aEnd - aStart >= DIFF_ANCHOR_TOKENS &&
-      bEnd - bStart >= DIFF_ANCHOR_TOKENS
-    ) {
+    if (depth < DIFF_MAX_DEPTH && aEnd - aStart >= DIFF_ANCHOR_TOKENS && bEnd - bStart >= DIFF_ANCHOR_TOKENS) {
       const firstInB = new Map<string, number>()
       for (let j = bStart; j + DIFF_ANCHOR_TOKENS <= bEnd; j++) {
         const key = anchorKey(b, j)

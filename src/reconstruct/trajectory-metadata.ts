@@ -25,10 +25,7 @@ export function schedulerMetadata(taskMetadata: Record<string, unknown>): Record
   return lifted
 }
 
-function firstNonEmpty(
-  records: readonly CompletionRecord[],
-  pick: (r: CompletionRecord) => string,
-) {
+function firstNonEmpty(records: readonly CompletionRecord[], pick: (r: CompletionRecord) => string) {
   for (const record of records) {
     const value = pick(record)
     if (value) return value
@@ -40,17 +37,12 @@ function firstNonEmpty(
  * Without `session.metadata`, the task metadata is recovered from the first record's metadata
  * (Polar stores session metadata + `session_id` + `task_id` on every record).
  */
-export function resolveSession(
-  records: readonly CompletionRecord[],
-  session: SessionInfo | undefined,
-) {
+export function resolveSession(records: readonly CompletionRecord[], session: SessionInfo | undefined) {
   const first = records[0]
   const recordMetadata = first?.metadata ?? {}
   const taskMetadata: Record<string, unknown> = session?.metadata
     ? { ...session.metadata }
-    : Object.fromEntries(
-        Object.entries(recordMetadata).filter(([key]) => key !== 'session_id' && key !== 'task_id'),
-      )
+    : Object.fromEntries(Object.entries(recordMetadata).filter(([key]) => key !== 'session_id' && key !== 'task_id'))
   const recordTaskId = recordMetadata.task_id
   return {
     session_id: session?.session_id ?? first?.session_id ?? null,

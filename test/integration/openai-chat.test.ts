@@ -11,7 +11,11 @@ const TOOLS: OpenAI.Chat.Completions.ChatCompletionTool[] = [
     function: {
       name: 'write_file',
       description: 'Write a file.',
-      parameters: { type: 'object', properties: { file_path: { type: 'string' }, content: { type: 'string' } }, required: ['file_path', 'content'] },
+      parameters: {
+        type: 'object',
+        properties: { file_path: { type: 'string' }, content: { type: 'string' } },
+        required: ['file_path', 'content'],
+      },
     },
   },
 ]
@@ -62,7 +66,9 @@ describe('OpenAI chat through the edge', () => {
 
   it('answers a non-streaming tool call and records the exact tokens', async () => {
     const raw = await client.chat.completions.create({ model: 'gpt-harness', messages: [SYSTEM, USER], tools: TOOLS }).asResponse()
-    const json = (await raw.json()) as Record<string, unknown> & { choices: { message: OpenAI.Chat.Completions.ChatCompletionMessage; finish_reason: string }[] }
+    const json = (await raw.json()) as Record<string, unknown> & {
+      choices: { message: OpenAI.Chat.Completions.ChatCompletionMessage; finish_reason: string }[]
+    }
     // No engine token fields leak to the harness.
     expect(JSON.stringify(json)).not.toMatch(/token_ids|prompt_logprobs/)
     expect(json.model).toBe('gpt-harness')

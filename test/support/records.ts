@@ -42,7 +42,10 @@ export function completionInput(overrides: Partial<CompletionInput> & { completi
 export function growingSession(turns: number, firstPrompt = 2000, growth = 300, responseLength = 200): CompletionInput[] {
   const out: CompletionInput[] = []
   let prompt: number[] = Array.from({ length: firstPrompt }, (_, i) => (i * 7919) % 150000)
-  const messages: { role: string; content: string }[] = [{ role: 'system', content: 'You are an agent.' }, { role: 'user', content: 'Fix the bug.' }]
+  const messages: { role: string; content: string }[] = [
+    { role: 'system', content: 'You are an agent.' },
+    { role: 'user', content: 'Fix the bug.' },
+  ]
   for (let turn = 0; turn < turns; turn++) {
     const response = Array.from({ length: responseLength }, (_, i) => (turn * 1000 + i * 31) % 150000)
     response[response.length - 1] = 151645
@@ -57,7 +60,10 @@ export function growingSession(turns: number, firstPrompt = 2000, growth = 300, 
         original_text: JSON.stringify({ model: 'gpt-test', messages }),
       }),
     )
-    const toolOutput = Array.from({ length: growth - responseLength > 0 ? growth - responseLength : 10 }, (_, i) => (turn * 77 + i) % 150000)
+    const toolOutput = Array.from(
+      { length: growth - responseLength > 0 ? growth - responseLength : 10 },
+      (_, i) => (turn * 77 + i) % 150000,
+    )
     prompt = [...prompt, ...response, 198, ...toolOutput]
     messages.push({ role: 'assistant', content: `turn ${turn} answer` }, { role: 'tool', content: `output ${turn} `.repeat(40) })
   }

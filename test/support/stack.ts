@@ -35,7 +35,11 @@ export interface CompletionRecordJson {
   finish_reason: string | null
   request: { messages: unknown[]; tools?: unknown[]; [key: string]: unknown }
   original_request: unknown
-  response_message: { content: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[]; reasoning_content?: string }
+  response_message: {
+    content: string | null
+    tool_calls?: { id: string; function: { name: string; arguments: string } }[]
+    reasoning_content?: string
+  }
   error: string | null
   provenance: { sampling_params: Record<string, unknown>; upstream_kind: string }
 }
@@ -84,7 +88,12 @@ export async function startStack(engineOptions: EngineOptions = {}): Promise<Sta
 }
 
 /** The engine's own tokenization of a chat prompt (what vLLM would render). */
-export async function engineTokenize(engineUrl: string, messages: unknown[], tools?: unknown[], extra: Record<string, unknown> = {}): Promise<number[]> {
+export async function engineTokenize(
+  engineUrl: string,
+  messages: unknown[],
+  tools?: unknown[],
+  extra: Record<string, unknown> = {},
+): Promise<number[]> {
   const response = await fetch(`${engineUrl}/tokenize`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

@@ -5,25 +5,13 @@
 import { describe, expect, it } from 'vitest'
 import type { CompletionRecord } from '../../src/contract/completion-record.ts'
 import type { Trace, Trajectory } from '../../src/contract/trajectory.ts'
-import {
-  type PrefixMergingConfigInput,
-  reconstructTrajectory,
-} from '../../src/reconstruct/index.ts'
+import { type PrefixMergingConfigInput, reconstructTrajectory } from '../../src/reconstruct/index.ts'
 import { checkInvariants } from './reconstruct-support/invariants.ts'
 import { makeRecord, withPreviousDeltas, withDeltas } from './reconstruct-support/records.ts'
 
 const EOT = 99
 /** System turn with a two-token nonce slot and enough fixed text after it to re-synchronize. */
-const system = (nonce: [number, number] = [71, 72]) => [
-  1,
-  2,
-  6,
-  11,
-  ...nonce,
-  ...range(200, 214),
-  EOT,
-  6,
-]
+const system = (nonce: [number, number] = [71, 72]) => [1, 2, 6, 11, ...nonce, ...range(200, 214), EOT, 6]
 const user = (...content: number[]) => [1, 3, 6, ...content, EOT, 6]
 const tool = (...content: number[]) => [1, 5, 6, ...content, EOT, 6]
 const gen = (scaffold = false) => [1, 4, 6, ...(scaffold ? [90, 91] : [])]
@@ -35,11 +23,7 @@ function range(from: number, to: number): number[] {
 
 const THINK: PrefixMergingConfigInput = { think_token_ids: [90, 91] }
 
-function build(
-  records: CompletionRecord[],
-  config: PrefixMergingConfigInput = {},
-  decode?: (ids: number[]) => string,
-): Trajectory {
+function build(records: CompletionRecord[], config: PrefixMergingConfigInput = {}, decode?: (ids: number[]) => string): Trajectory {
   const trajectory = reconstructTrajectory(records, {
     builder: 'prefix_merging',
     config: { ...THINK, ...config },
@@ -60,13 +44,7 @@ const turnsOf = (trace: Trace | undefined) =>
   }[]
 
 /** Two-turn session where turn 2's prompt is `P1 + replay + tool result + gen`. */
-function twoTurns(options: {
-  prompt1: number[]
-  response1: number[]
-  prompt2: number[]
-  response2?: number[]
-  finish1?: string
-}) {
+function twoTurns(options: { prompt1: number[]; response1: number[]; prompt2: number[]; response2?: number[]; finish1?: string }) {
   return withPreviousDeltas([
     makeRecord({
       seq: 0,
@@ -88,16 +66,7 @@ describe('break reasons (merge within the drift bound, split beyond it)', () => 
   it('thinking_rewrite: empty-think scaffold dropped from the replayed turn', () => {
     const merged = build(scaffoldSession)
     expect(merged.traces).toHaveLength(1)
-    expect(merged.traces[0]?.response_ids).toEqual([
-      31,
-      32,
-      EOT,
-      6,
-      ...tool(41),
-      ...gen(true),
-      51,
-      EOT,
-    ])
+    expect(merged.traces[0]?.response_ids).toEqual([31, 32, EOT, 6, ...tool(41), ...gen(true), 51, EOT])
     expect(merged.traces[0]?.loss_mask).toEqual([1, 1, 1, ...new Array(12).fill(0), 1, 1])
     expect(turnsOf(merged.traces[0])[1]).toMatchObject({
       context_drift_tokens: 2,
@@ -130,9 +99,7 @@ describe('break reasons (merge within the drift bound, split beyond it)', () => 
       context_drift_tokens: 5,
       drift_reason: 'thinking_rewrite',
     })
-    expect(build(fixed, { max_context_drift_tokens: 4 }).traces[1]?.metadata.break_reason).toBe(
-      'thinking_rewrite',
-    )
+    expect(build(fixed, { max_context_drift_tokens: 4 }).traces[1]?.metadata.break_reason).toBe('thinking_rewrite')
   })
 
   const retokenized = twoTurns({
@@ -140,8 +107,7 @@ describe('break reasons (merge within the drift bound, split beyond it)', () => 
     response1: [31, 1032, 2032, 33, EOT],
     prompt2: [...system(), ...user(21), ...asst(31, 32, 33), ...tool(41), ...gen()],
   })
-  const decodeSame = (ids: number[]) =>
-    ids.map((id) => ({ 1032: 'ab', 2032: 'cd', 32: 'abcd' })[id] ?? `<${id}>`).join('')
+  const decodeSame = (ids: number[]) => ids.map((id) => ({ 1032: 'ab', 2032: 'cd', 32: 'abcd' })[id] ?? `<${id}>`).join('')
   const decodeOther = (ids: number[]) => ids.map((id) => `<${id}>`).join('')
 
   it('retokenization: sampled ids are a non-canonical split of the replayed text', () => {
@@ -154,13 +120,8 @@ describe('break reasons (merge within the drift bound, split beyond it)', () => 
     // Without a decoder the same shape is labelled heuristically; with one that disagrees it is a
     // template rewrite.
     expect(turnsOf(build(retokenized).traces[0])[1]?.drift_reason).toBe('retokenization')
-    expect(turnsOf(build(retokenized, {}, decodeOther).traces[0])[1]?.drift_reason).toBe(
-      'template_rewrite',
-    )
-    expect(
-      build(retokenized, { max_context_drift_tokens: 1 }, decodeSame).traces[1]?.metadata
-        .break_reason,
-    ).toBe('retokenization')
+    expect(turnsOf(build(retokenized, {}, decodeOther).traces[0])[1]?.drift_reason).toBe('template_rewrite')
+    expect(build(retokenized, { max_context_drift_tokens: 1 }, decodeSame).traces[1]?.metadata.break_reason).toBe('retokenization')
   })
 
   it('template_rewrite: the replayed turn gains tokens the model did not sample', () => {
@@ -173,9 +134,7 @@ describe('break reasons (merge within the drift bound, split beyond it)', () => 
       context_drift_tokens: 2,
       drift_reason: 'template_rewrite',
     })
-    expect(build(records, { max_context_drift_tokens: 0 }).traces[1]?.metadata.break_reason).toBe(
-      'template_rewrite',
-    )
+    expect(build(records, { max_context_drift_tokens: 0 }).traces[1]?.metadata.break_reason).toBe('template_rewrite')
   })
 
   const nonceSession = twoTurns({
@@ -191,28 +150,15 @@ describe('break reasons (merge within the drift bound, split beyond it)', () => 
       context_drift_tokens: 2,
       drift_reason: 'system_edit',
     })
-    expect(
-      build(nonceSession, { max_context_drift_tokens: 1 }).traces[1]?.metadata.break_reason,
-    ).toBe('system_edit')
+    expect(build(nonceSession, { max_context_drift_tokens: 1 }).traces[1]?.metadata.break_reason).toBe('system_edit')
     // Polar's prefix rule cannot continue past the nonce.
-    expect(
-      reconstructTrajectory(nonceSession, { builder: 'prefix_merging', config: { strict: true } })
-        .traces,
-    ).toHaveLength(2)
+    expect(reconstructTrajectory(nonceSession, { builder: 'prefix_merging', config: { strict: true } }).traces).toHaveLength(2)
   })
 
   it('system_edit: the nonce region is counted once, not once per turn', () => {
     const p1 = [...system([71, 72]), ...user(21), ...gen()]
     const p2 = [...system([73, 74]), ...user(21), ...asst(31), ...tool(41), ...gen()]
-    const p3 = [
-      ...system([75, 76]),
-      ...user(21),
-      ...asst(31),
-      ...tool(41),
-      ...asst(51),
-      ...tool(42),
-      ...gen(),
-    ]
+    const p3 = [...system([75, 76]), ...user(21), ...asst(31), ...tool(41), ...asst(51), ...tool(42), ...gen()]
     const records = withPreviousDeltas([
       makeRecord({ seq: 0, prompt: p1, response: [31, EOT] }),
       makeRecord({ seq: 1, prompt: p2, response: [51, EOT] }),
@@ -226,21 +172,13 @@ describe('break reasons (merge within the drift bound, split beyond it)', () => 
     const records = twoTurns({
       prompt1: [...system(), ...user(21, 22, ...range(300, 312)), ...gen()],
       response1: [31, EOT],
-      prompt2: [
-        ...system(),
-        ...user(21, 23, ...range(300, 312)),
-        ...asst(31),
-        ...tool(41),
-        ...gen(),
-      ],
+      prompt2: [...system(), ...user(21, 23, ...range(300, 312)), ...asst(31), ...tool(41), ...gen()],
     })
     expect(turnsOf(build(records).traces[0])[1]).toMatchObject({
       context_drift_tokens: 1,
       drift_reason: 'history_edit',
     })
-    expect(build(records, { max_context_drift_tokens: 0 }).traces[1]?.metadata.break_reason).toBe(
-      'history_edit',
-    )
+    expect(build(records, { max_context_drift_tokens: 0 }).traces[1]?.metadata.break_reason).toBe('history_edit')
   })
 
   it('compaction: history replaced by a shorter summary, old context never continued', () => {
@@ -255,13 +193,7 @@ describe('break reasons (merge within the drift bound, split beyond it)', () => 
       makeRecord({ seq: 3, prompt: p4, response: [54, EOT] }),
     ])
     const trajectory = build(records)
-    expect(
-      trajectory.traces.map((t) => [
-        t.metadata.branch,
-        t.metadata.break_reason,
-        t.metadata.source_completion_ids,
-      ]),
-    ).toEqual([
+    expect(trajectory.traces.map((t) => [t.metadata.branch, t.metadata.break_reason, t.metadata.source_completion_ids])).toEqual([
       ['main', null, ['msg_000000000000', 'msg_000000000001']],
       ['compaction', 'compaction', ['msg_000000000002', 'msg_000000000003']],
     ])
@@ -330,13 +262,7 @@ describe('branch labels', () => {
       makeRecord({ seq: 6, prompt: mainP3, response: [33, EOT] }),
     ])
     const trajectory = build(records)
-    expect(
-      trajectory.traces.map((t) => [
-        t.metadata.agent,
-        t.metadata.branch,
-        t.metadata.source_completion_ids,
-      ]),
-    ).toEqual([
+    expect(trajectory.traces.map((t) => [t.metadata.agent, t.metadata.branch, t.metadata.source_completion_ids])).toEqual([
       ['main', 'main', ['msg_000000000000', 'msg_000000000003', 'msg_000000000006']],
       ['main', 'sub_agent', ['msg_000000000001', 'msg_000000000004']],
       ['main', 'side_call', ['msg_000000000002']],
@@ -371,18 +297,8 @@ describe('branch labels', () => {
 
   it('retry (keep_last): the re-send stays in the chain, the earlier one is labelled', () => {
     const trajectory = build(retrySession())
-    expect(
-      trajectory.traces.map((t) => [
-        t.metadata.branch,
-        t.metadata.source_completion_ids,
-        t.metadata.retry,
-      ]),
-    ).toEqual([
-      [
-        'main',
-        ['msg_000000000001', 'msg_000000000002'],
-        { replaced_attempts: ['msg_000000000000'] },
-      ],
+    expect(trajectory.traces.map((t) => [t.metadata.branch, t.metadata.source_completion_ids, t.metadata.retry])).toEqual([
+      ['main', ['msg_000000000001', 'msg_000000000002'], { replaced_attempts: ['msg_000000000000'] }],
       ['retry', ['msg_000000000000'], { superseded_by: 'msg_000000000001' }],
     ])
     expect(turnsOf(trajectory.traces[0])[1]?.context_drift_tokens).toBe(0)
@@ -397,9 +313,7 @@ describe('branch labels', () => {
 
   it('retry (keep_first): the first attempt stays; re-send labelled, drift reported', () => {
     const trajectory = build(retrySession(), { retry_policy: 'keep_first' })
-    expect(
-      trajectory.traces.map((t) => [t.metadata.branch, t.metadata.source_completion_ids]),
-    ).toEqual([
+    expect(trajectory.traces.map((t) => [t.metadata.branch, t.metadata.source_completion_ids])).toEqual([
       ['main', ['msg_000000000000', 'msg_000000000002']],
       ['retry', ['msg_000000000001']],
     ])
@@ -447,10 +361,7 @@ describe('branch labels', () => {
     )
     const trajectory = build(records)
     expect(trajectory.traces).toHaveLength(1)
-    expect(trajectory.traces[0]?.metadata.source_completion_ids).toEqual([
-      'msg_000000000000',
-      'msg_000000000003',
-    ])
+    expect(trajectory.traces[0]?.metadata.source_completion_ids).toEqual(['msg_000000000000', 'msg_000000000003'])
     expect(trajectory.metadata.reconstruction_stats).toMatchObject({
       completions_excluded: 2,
       excluded_by_reason: { abandoned: 1, failed: 1 },

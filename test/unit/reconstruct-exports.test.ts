@@ -37,9 +37,7 @@ const records = withPreviousDeltas([
       role: 'assistant',
       content: '',
       reasoning_content: 'look first',
-      tool_calls: [
-        { id: 'c1', type: 'function', function: { name: 'bash', arguments: '{"command":"ls"}' } },
-      ],
+      tool_calls: [{ id: 'c1', type: 'function', function: { name: 'bash', arguments: '{"command":"ls"}' } }],
     },
     finish: 'tool_calls',
   }),
@@ -91,9 +89,7 @@ describe('Polar results', () => {
     expect(toTaskResult('task-1', [ok, bad]).status).toBe('completed')
     expect(toTaskResult('task-1', [bad]).status).toBe('failed')
     expect(toTaskResult('task-1', [ok, { ...bad, status: 'RUNNING' }]).status).toBe('running')
-    expect(toTaskResult('task-1', [ok], { result_paths: ['a.json'] }).result_paths).toEqual([
-      'a.json',
-    ])
+    expect(toTaskResult('task-1', [ok], { result_paths: ['a.json'] }).result_paths).toEqual(['a.json'])
   })
 })
 
@@ -125,8 +121,7 @@ describe('slime / Miles samples', () => {
 
   it('status: TIMEOUT→ABORTED, ERROR→FAILED (masks zeroed), length→TRUNCATED', () => {
     const result = toSessionResult(merged())
-    const statusOf = (trajectory: Trajectory) =>
-      toSlimeSamples({ ...result, trajectory }, { group_index: 0, trajectory_index: 0 })[0]
+    const statusOf = (trajectory: Trajectory) => toSlimeSamples({ ...result, trajectory }, { group_index: 0, trajectory_index: 0 })[0]
     const aborted = statusOf({ ...result.trajectory, status: 'TIMEOUT' })
     expect(aborted?.status).toBe('ABORTED')
     expect(aborted?.loss_mask.every((v) => v === 0)).toBe(true)
@@ -145,12 +140,9 @@ describe('slime / Miles samples', () => {
       ...result.trajectory,
       traces: result.trajectory.traces.map((t) => ({ ...t, response_logprobs: null })),
     }
-    expect(() =>
-      toSlimeSamples(
-        { ...result, trajectory: noLogprobs },
-        { group_index: 0, trajectory_index: 0 },
-      ),
-    ).toThrow(RolloutLogprobError)
+    expect(() => toSlimeSamples({ ...result, trajectory: noLogprobs }, { group_index: 0, trajectory_index: 0 })).toThrow(
+      RolloutLogprobError,
+    )
     const failed = toSlimeSamples(
       { ...result, status: 'ERROR', trajectory: { ...noLogprobs, status: 'ERROR' } },
       { group_index: 0, trajectory_index: 0 },
@@ -225,9 +217,7 @@ describe('SFT rows', () => {
     const [row] = toSftRows(merged())
     expect(row?.messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant'])
     expect(row?.messages[1]).toMatchObject({ reasoning_content: 'look first' })
-    expect(toSftRows(merged(), { include_reasoning: false })[0]?.messages[1]).not.toHaveProperty(
-      'reasoning_content',
-    )
+    expect(toSftRows(merged(), { include_reasoning: false })[0]?.messages[1]).not.toHaveProperty('reasoning_content')
     expect(row?.tools).toEqual([{ type: 'function', function: { name: 'bash', parameters: {} } }])
     expect(toSftRows(merged(), { branches: ['sub_agent'] })).toEqual([])
     expect(toSftRows(merged(), { min_reward: 2 })).toEqual([])
@@ -243,12 +233,8 @@ describe('SFT rows', () => {
 
 describe('R2 key layout', () => {
   it('trajectories/<session_id>/<builder>.json with the id percent-encoded', () => {
-    expect(trajectoryObjectKey('sess-1', 'prefix_merging')).toBe(
-      'trajectories/sess-1/prefix_merging.json',
-    )
-    expect(trajectoryObjectKey('a/../b', 'per_request')).toBe(
-      'trajectories/a%2F..%2Fb/per_request.json',
-    )
+    expect(trajectoryObjectKey('sess-1', 'prefix_merging')).toBe('trajectories/sess-1/prefix_merging.json')
+    expect(trajectoryObjectKey('a/../b', 'per_request')).toBe('trajectories/a%2F..%2Fb/per_request.json')
     expect(trajectoryObjectPrefix('sess-1')).toBe('trajectories/sess-1/')
     expect(() => trajectoryObjectKey('', 'per_request')).toThrow()
     expect(() => trajectoryObjectKey('..', 'per_request')).toThrow()
@@ -266,47 +252,27 @@ describe('CLI (scripts/reconstruct.ts)', () => {
   it('reads both file shapes and prints every format', () => {
     const trajectory = JSON.parse(runCli(['--records', wrapped])) as Trajectory
     expect(trajectory.traces).toHaveLength(1)
-    expect(JSON.parse(runCli(['--records', bare, '--builder', 'per_request'])).traces).toHaveLength(
-      2,
-    )
-    const lines = (format: string) =>
-      runCli(['--records', bare, '--format', format]).trim().split('\n')
+    expect(JSON.parse(runCli(['--records', bare, '--builder', 'per_request'])).traces).toHaveLength(2)
+    const lines = (format: string) => runCli(['--records', bare, '--format', format]).trim().split('\n')
     expect(JSON.parse(lines('slime')[0] ?? '{}')).toMatchObject({ response_length: 8 })
     expect(JSON.parse(lines('nemo-gym')[0] ?? '{}').response.output).toHaveLength(2)
     expect(JSON.parse(lines('sft')[0] ?? '{}').messages).toHaveLength(4)
     expect(JSON.parse(lines('sft-tokens')[0] ?? '{}').input_ids).toHaveLength(11)
-    expect(JSON.parse(runCli(['--records', bare, '--format', 'session-result'])).status).toBe(
-      'COMPLETED',
-    )
-    const strict = JSON.parse(
-      runCli([
-        '--records',
-        bare,
-        '--config',
-        '{"strict":true}',
-        '--eval',
-        '{"outcome_reward":0.5}',
-      ]),
-    )
+    expect(JSON.parse(runCli(['--records', bare, '--format', 'session-result'])).status).toBe('COMPLETED')
+    const strict = JSON.parse(runCli(['--records', bare, '--config', '{"strict":true}', '--eval', '{"outcome_reward":0.5}']))
     expect(strict.traces[0].reward).toBe(0.5)
   })
 
   it('rejects bad input with a message', () => {
     expect(() => runCli([])).toThrow(/usage/)
     expect(() => runCli(['--records', bare, '--format', 'csv'])).toThrow()
-    expect(() => runCli(['--records', bare, '--config', '{nope'])).toThrow(
-      /--config is not valid JSON/,
-    )
+    expect(() => runCli(['--records', bare, '--config', '{nope'])).toThrow(/--config is not valid JSON/)
   })
 
   it('runs as a script', () => {
-    const out = execFileSync(
-      process.execPath,
-      ['scripts/reconstruct.ts', '--records', wrapped, '--format', 'sft'],
-      {
-        encoding: 'utf8',
-      },
-    )
+    const out = execFileSync(process.execPath, ['scripts/reconstruct.ts', '--records', wrapped, '--format', 'sft'], {
+      encoding: 'utf8',
+    })
     expect(out.trim().split('\n')).toHaveLength(1)
   })
 })

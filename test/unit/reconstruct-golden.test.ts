@@ -5,17 +5,10 @@
 import { describe, expect, it } from 'vitest'
 import type { CompletionRecord } from '../../src/contract/completion-record.ts'
 import { traceSchema, trajectorySchema } from '../../src/contract/trajectory.ts'
-import {
-  alignedLogprobs,
-  reconstructTrajectory,
-  traceFromRecord,
-} from '../../src/reconstruct/index.ts'
+import { alignedLogprobs, reconstructTrajectory, traceFromRecord } from '../../src/reconstruct/index.ts'
 import { makeRecord, withDeltas } from './reconstruct-support/records.ts'
 
-const polarExample = (
-  upstream: 'vllm' | 'sglang',
-  c2Logprobs: number[] | null = [-0.5, -0.6, -0.7],
-) =>
+const polarExample = (upstream: 'vllm' | 'sglang', c2Logprobs: number[] | null = [-0.5, -0.6, -0.7]) =>
   withDeltas(
     [
       makeRecord({
@@ -183,9 +176,7 @@ describe('record → trace extraction', () => {
   it('tools absent or empty → null', () => {
     const record = makeRecord({ seq: 0, prompt: [1], response: [2], tools: null })
     expect(traceFromRecord(record).tools).toBeNull()
-    expect(
-      traceFromRecord({ ...record, request: { ...record.request, tools: [] } }).tools,
-    ).toBeNull()
+    expect(traceFromRecord({ ...record, request: { ...record.request, tools: [] } }).tools).toBeNull()
   })
 })
 
@@ -254,11 +245,7 @@ describe('per_request builder', () => {
   })
 
   it('rejects unknown config keys (like Polar’s cls(**config))', () => {
-    expect(() =>
-      reconstructTrajectory(records, { builder: 'per_request', config: { x: 1 } }),
-    ).toThrow()
-    expect(() =>
-      reconstructTrajectory(records, { builder: 'prefix_merging', config: { end_of_turn: 1 } }),
-    ).toThrow(/end_of_turn/)
+    expect(() => reconstructTrajectory(records, { builder: 'per_request', config: { x: 1 } })).toThrow()
+    expect(() => reconstructTrajectory(records, { builder: 'prefix_merging', config: { end_of_turn: 1 } })).toThrow(/end_of_turn/)
   })
 })

@@ -20,9 +20,7 @@ const CONVERSATIONS: Qwen3ConversationSpec[] = [
   {
     name: 'main',
     agent: 'main',
-    system:
-      'You are a careful coding agent working in a TypeScript repository. ' +
-      'Use the bash tool to inspect files before answering.',
+    system: 'You are a careful coding agent working in a TypeScript repository. ' + 'Use the bash tool to inspect files before answering.',
     task: 'Find where the retry logic lives and summarize it.',
     turns: 5,
     tools: true,
@@ -30,9 +28,7 @@ const CONVERSATIONS: Qwen3ConversationSpec[] = [
   {
     name: 'searcher',
     agent: 'main',
-    system:
-      'You are a file search specialist launched by another agent. ' +
-      'Report matching paths only, one per line.',
+    system: 'You are a file search specialist launched by another agent. ' + 'Report matching paths only, one per line.',
     task: 'List the test directories of the repository.',
     turns: 3,
     tools: true,
@@ -72,11 +68,7 @@ interface Run {
   strict: Trajectory
 }
 
-function run(
-  label: string,
-  options: Omit<Qwen3SimOptions, 'conversations'>,
-  maxDrift?: number,
-): Run {
+function run(label: string, options: Omit<Qwen3SimOptions, 'conversations'>, maxDrift?: number): Run {
   const turns = simulateQwen3Session(qwen, { ...options, conversations: CONVERSATIONS })
   const records = turns.map((turn) => turn.record)
   const tolerant = reconstructTrajectory(records, {
@@ -93,15 +85,13 @@ function run(
   console.log(
     `[qwen3 ${label}] completions=${records.length} tolerant_traces=${tolerant.traces.length} ` +
       `strict_traces=${strict.traces.length} strict_dropped=${
-        (strict.metadata.reconstruction_stats as { completions_dropped: number })
-          .completions_dropped
+        (strict.metadata.reconstruction_stats as { completions_dropped: number }).completions_dropped
       }`,
   )
   return { turns, tolerant, strict }
 }
 
-const branches = (trajectory: Trajectory) =>
-  trajectory.traces.map((trace) => [trace.metadata.agent, trace.metadata.branch])
+const branches = (trajectory: Trajectory) => trajectory.traces.map((trace) => [trace.metadata.agent, trace.metadata.branch])
 
 interface Turn {
   completion_id: string
@@ -110,8 +100,7 @@ interface Turn {
   drift_reason: string | null
   drift_by_reason: Record<string, number>
 }
-const continuedTurns = (trajectory: Trajectory): Turn[] =>
-  trajectory.traces.flatMap((trace) => (trace.metadata.turns as Turn[]).slice(1))
+const continuedTurns = (trajectory: Trajectory): Turn[] => trajectory.traces.flatMap((trace) => (trace.metadata.turns as Turn[]).slice(1))
 
 describe('Qwen3 template sessions', () => {
   it('(a) thinking off, tools: one segment per branch; scaffold drift 4 per turn', () => {
@@ -169,11 +158,7 @@ describe('Qwen3 template sessions', () => {
   })
 
   it('(d) reasoning not replayed: drift = stripped reasoning; the bound decides', () => {
-    const generous = run(
-      'd strip, bound 10000',
-      { thinking: 'on-strip', drift: false, nonce: false },
-      10_000,
-    )
+    const generous = run('d strip, bound 10000', { thinking: 'on-strip', drift: false, nonce: false }, 10_000)
     expect(branches(generous.tolerant)).toEqual(EXPECTED_BRANCHES)
     // Polar's guard passes (the new prompt extends the old one): it merges without noticing.
     expect(generous.strict.traces).toHaveLength(4)
@@ -194,9 +179,7 @@ describe('Qwen3 template sessions', () => {
 
     const tight = run('d strip, bound 0', { thinking: 'on-strip', drift: false, nonce: false }, 0)
     expect(tight.tolerant.traces).toHaveLength(tight.turns.length)
-    const reasons = tight.tolerant.traces
-      .map((trace) => trace.metadata.break_reason)
-      .filter((r) => r !== null)
+    const reasons = tight.tolerant.traces.map((trace) => trace.metadata.break_reason).filter((r) => r !== null)
     expect(new Set(reasons)).toEqual(new Set(['thinking_rewrite']))
 
     const defaults = run('d strip, default bound 64', {
@@ -204,11 +187,8 @@ describe('Qwen3 template sessions', () => {
       drift: false,
       nonce: false,
     })
-    const main = defaults.tolerant.traces.filter(
-      (t) => t.metadata.agent === 'main' && t.metadata.branch === 'main',
-    )
+    const main = defaults.tolerant.traces.filter((t) => t.metadata.agent === 'main' && t.metadata.branch === 'main')
     expect(main.length).toBeGreaterThan(1)
-    for (const turn of continuedTurns(defaults.tolerant))
-      expect(turn.context_drift_tokens).toBeLessThanOrEqual(64)
+    for (const turn of continuedTurns(defaults.tolerant)) expect(turn.context_drift_tokens).toBeLessThanOrEqual(64)
   })
 })

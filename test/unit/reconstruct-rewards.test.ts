@@ -2,11 +2,7 @@
  * Reward attachment (Polar §17) and leave-one-trajectory-out group advantages (§18).
  */
 import { describe, expect, it } from 'vitest'
-import {
-  type EvalResult,
-  type Trajectory,
-  trajectorySchema,
-} from '../../src/contract/trajectory.ts'
+import { type EvalResult, type Trajectory, trajectorySchema } from '../../src/contract/trajectory.ts'
 import { applyEvalResult, groupAdvantages } from '../../src/reconstruct/index.ts'
 
 const trace = (reward: number | null, mask: number[] = [1]) => ({
@@ -21,10 +17,7 @@ const trace = (reward: number | null, mask: number[] = [1]) => ({
   reward,
   metadata: {},
 })
-const trajectory = (
-  rewards: (number | null)[],
-  status: Trajectory['status'] = 'COMPLETED',
-): Trajectory => ({
+const trajectory = (rewards: (number | null)[], status: Trajectory['status'] = 'COMPLETED'): Trajectory => ({
   status,
   metadata: { builder: 'prefix_merging' },
   traces: rewards.map((reward) => trace(reward)),
@@ -39,13 +32,9 @@ const evalResult = (partial: Partial<EvalResult>): EvalResult => ({
 
 describe('applyEvalResult', () => {
   it('assigns trace_rewards one per trace and records the evaluation', () => {
-    const out = applyEvalResult(
-      trajectory([null, null]),
-      evalResult({ trace_rewards: [1, 0.5], metadata: { resolved: true } }),
-      {
-        strategy: 'test_on_output',
-      },
-    )
+    const out = applyEvalResult(trajectory([null, null]), evalResult({ trace_rewards: [1, 0.5], metadata: { resolved: true } }), {
+      strategy: 'test_on_output',
+    })
     expect(out.traces.map((t) => t.reward)).toEqual([1, 0.5])
     expect(out.metadata.evaluation).toEqual({
       strategy: 'test_on_output',
@@ -68,11 +57,9 @@ describe('applyEvalResult', () => {
   })
 
   it('broadcasts outcome_reward to every trace; a null outcome leaves rewards alone', () => {
-    expect(
-      applyEvalResult(trajectory([null, null]), evalResult({ outcome_reward: 0.25 })).traces.map(
-        (t) => t.reward,
-      ),
-    ).toEqual([0.25, 0.25])
+    expect(applyEvalResult(trajectory([null, null]), evalResult({ outcome_reward: 0.25 })).traces.map((t) => t.reward)).toEqual([
+      0.25, 0.25,
+    ])
     const untouched = applyEvalResult(trajectory([0.5]), evalResult({}))
     expect(untouched.traces[0]?.reward).toBe(0.5)
     expect(untouched.metadata.evaluation).toMatchObject({
@@ -104,12 +91,7 @@ describe('groupAdvantages (leave-one-trajectory-out)', () => {
   })
 
   it('failed / aborted trajectories are excluded from baselines and get advantage 0', () => {
-    const group = [
-      trajectory([1]),
-      trajectory([0.2], 'ERROR'),
-      trajectory([0], 'TIMEOUT'),
-      trajectory([0]),
-    ]
+    const group = [trajectory([1]), trajectory([0.2], 'ERROR'), trajectory([0], 'TIMEOUT'), trajectory([0])]
     const { advantages, trajectoryMeans } = groupAdvantages(group)
     expect(trajectoryMeans).toEqual([1, null, null, 0])
     expect(advantages).toEqual([[1], [0], [0], [-1]])

@@ -8,10 +8,19 @@ const EDGE = 'https://edge.test'
 async function createSession(body: Record<string, unknown> = {}) {
   const res = await SELF.fetch(`${EDGE}/v1/sessions`, { method: 'POST', headers: ADMIN, body: JSON.stringify(body) })
   expect(res.status).toBe(201)
-  return (await res.json()) as { session_id: string; token: string; base_urls: Record<string, string>; prefixed_base_urls: Record<string, string> }
+  return (await res.json()) as {
+    session_id: string
+    token: string
+    base_urls: Record<string, string>
+    prefixed_base_urls: Record<string, string>
+  }
 }
 
-function chat(token: string | null, body: unknown = { model: 'm', messages: [{ role: 'user', content: 'hi' }] }, headers: Record<string, string> = {}) {
+function chat(
+  token: string | null,
+  body: unknown = { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
+  headers: Record<string, string> = {},
+) {
   return SELF.fetch(`${EDGE}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
@@ -44,13 +53,19 @@ describe('control plane', () => {
     await expectOpenaiError(none, 401, 'authentication_error', 'admin bearer token required')
     const wrong = await SELF.fetch(`${EDGE}/v1/sessions`, { method: 'POST', headers: { authorization: 'Bearer nope' }, body: '{}' })
     await expectOpenaiError(wrong, 401, 'authentication_error', 'invalid admin token')
-    const asSession = await SELF.fetch(`${EDGE}/v1/sessions/${session.session_id}`, { headers: { authorization: `Bearer ${session.token}` } })
+    const asSession = await SELF.fetch(`${EDGE}/v1/sessions/${session.session_id}`, {
+      headers: { authorization: `Bearer ${session.token}` },
+    })
     await expectOpenaiError(asSession, 401, 'authentication_error')
   })
 
   it('rejects a duplicate explicit session id with 409 and bad ids with 400', async () => {
     await createSession({ session_id: 'dup-session' })
-    const again = await SELF.fetch(`${EDGE}/v1/sessions`, { method: 'POST', headers: ADMIN, body: JSON.stringify({ session_id: 'dup-session' }) })
+    const again = await SELF.fetch(`${EDGE}/v1/sessions`, {
+      method: 'POST',
+      headers: ADMIN,
+      body: JSON.stringify({ session_id: 'dup-session' }),
+    })
     await expectOpenaiError(again, 409, 'invalid_request_error', 'already exists')
     const bad = await SELF.fetch(`${EDGE}/v1/sessions`, { method: 'POST', headers: ADMIN, body: JSON.stringify({ session_id: '../x' }) })
     const error = await expectOpenaiError(bad, 400, 'invalid_request_error', 'session_id')
@@ -87,7 +102,10 @@ describe('harness authentication', () => {
     }
     const viaQuery = await SELF.fetch(`${EDGE}/v1/chat/completions?key=${session.token}`, { method: 'POST', body: JSON.stringify(bad) })
     await expectOpenaiError(viaQuery, 400, 'invalid_request_error', 'messages')
-    const viaPath = await SELF.fetch(`${EDGE}/s/${session.token}/a/sub-1/v1/chat/completions`, { method: 'POST', body: JSON.stringify(bad) })
+    const viaPath = await SELF.fetch(`${EDGE}/s/${session.token}/a/sub-1/v1/chat/completions`, {
+      method: 'POST',
+      body: JSON.stringify(bad),
+    })
     await expectOpenaiError(viaPath, 400, 'invalid_request_error', 'messages')
     const badAgent = await chat(session.token, bad, { 'x-rollgate-agent': 'no spaces allowed' })
     await expectOpenaiError(badAgent, 400, 'invalid_request_error', 'agent label')
@@ -106,7 +124,11 @@ describe('bad input', () => {
       'temperature',
     )
     expect(wrongType.param).toBe('temperature')
-    const badRole = await expectOpenaiError(await chat(token, { model: 'm', messages: [{ role: 'wizard', content: 'x' }] }), 400, 'invalid_request_error')
+    const badRole = await expectOpenaiError(
+      await chat(token, { model: 'm', messages: [{ role: 'wizard', content: 'x' }] }),
+      400,
+      'invalid_request_error',
+    )
     expect(badRole.param).toBe('messages[0].role')
     await expectOpenaiError(await chat(token, { model: 'm', messages: [] }), 400, 'invalid_request_error', 'messages')
     await expectOpenaiError(
@@ -117,7 +139,11 @@ describe('bad input', () => {
     )
     const huge = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(33 * 1024 * 1024) }] })
     await expectOpenaiError(await chat(token, huge), 413, 'invalid_request_error', 'exceeds')
-    const unknownPath = await SELF.fetch(`${EDGE}/v1/unknown`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: '{}' })
+    const unknownPath = await SELF.fetch(`${EDGE}/v1/unknown`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}` },
+      body: '{}',
+    })
     await expectOpenaiError(unknownPath, 404, 'invalid_request_error')
     const unknownGet = await SELF.fetch(`${EDGE}/nothing-here`)
     await expectOpenaiError(unknownGet, 404, 'invalid_request_error', 'no route')

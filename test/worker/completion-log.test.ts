@@ -88,7 +88,14 @@ describe('SessionObject capture', () => {
     const stub = stubFor('failed')
     await stub.create(sessionConfig('failed'))
     await stub.record(
-      completionInput({ completion_id: 'cmpl_fail', status: 'failed', prompt_token_ids: null, response_token_ids: null, response_logprobs: null, error: 'upstream HTTP 503' }),
+      completionInput({
+        completion_id: 'cmpl_fail',
+        status: 'failed',
+        prompt_token_ids: null,
+        response_token_ids: null,
+        response_logprobs: null,
+        error: 'upstream HTTP 503',
+      }),
     )
     await stub.record(completionInput({ completion_id: 'cmpl_gone', status: 'abandoned' }))
     const records = await stub.completions()
@@ -105,7 +112,9 @@ describe('SessionObject capture', () => {
     const big = `${'x'.repeat(2_500_000)}ü🙂`
     const originalText = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: big }] })
     const prompt = Uint32Array.from({ length: 700_000 }, (_, i) => i % 150000)
-    await stub.record(completionInput({ completion_id: 'cmpl_big', original_text: originalText, request_text: originalText, prompt_token_ids: prompt }))
+    await stub.record(
+      completionInput({ completion_id: 'cmpl_big', original_text: originalText, request_text: originalText, prompt_token_ids: prompt }),
+    )
     const listed = await env.BLOBS.list({ prefix: 'sessions/spill/completions/0/' })
     // The upstream body equals the original here, so it is stored as an empty delta of it, not spilled.
     expect(listed.objects.map((o) => o.key).sort()).toEqual([

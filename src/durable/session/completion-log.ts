@@ -128,10 +128,7 @@ export class CompletionLog {
   }
 
   async record(input: CompletionInput): Promise<RecordResult> {
-    const existing = this.#sql.first<{ seq: number }>(
-      'SELECT seq FROM rg_completions WHERE completion_id = ?',
-      input.completion_id,
-    )
+    const existing = this.#sql.first<{ seq: number }>('SELECT seq FROM rg_completions WHERE completion_id = ?', input.completion_id)
     if (existing) return { seq: existing.seq, completion_id: input.completion_id, stored_bytes: 0, duplicate: true }
 
     const seq = this.#allocateSeq()
@@ -240,11 +237,7 @@ export class CompletionLog {
 
   /** Records in arrival order, `seq > afterSeq`, at most `limit`. */
   async list(afterSeq = -1, limit = 100): Promise<CompletionRecord[]> {
-    const rows = this.#sql.all<CompletionRow>(
-      'SELECT * FROM rg_completions WHERE seq > ? ORDER BY seq LIMIT ?',
-      afterSeq,
-      limit,
-    )
+    const rows = this.#sql.all<CompletionRow>('SELECT * FROM rg_completions WHERE seq > ? ORDER BY seq LIMIT ?', afterSeq, limit)
     const out: CompletionRecord[] = []
     for (const row of rows) out.push(await this.#toRecord(row))
     return out
@@ -330,7 +323,9 @@ export class CompletionLog {
       }
       if (!fallback && entry.agent === agent && entry.api === api) fallback = entry
     }
-    return best ? { base: best, shared: bestShared } : { base: fallback, shared: fallback ? commonPrefixLength(fallback.prompt, prompt) : 0 }
+    return best
+      ? { base: best, shared: bestShared }
+      : { base: fallback, shared: fallback ? commonPrefixLength(fallback.prompt, prompt) : 0 }
   }
 
   #remember(entry: Materialized): void {

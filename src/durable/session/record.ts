@@ -3,13 +3,7 @@
  * What the edge hands the session to record (`CompletionInput`), and the persisted session config.
  * The served shape is `CompletionRecord` in `src/contract/completion-record.ts`.
  */
-import type {
-  ApiId,
-  CompletionStatus,
-  ResponseMessage,
-  UpstreamKind,
-  Warning,
-} from '../../contract/completion-record.ts'
+import type { ApiId, CompletionStatus, ResponseMessage, UpstreamKind, Warning } from '../../contract/completion-record.ts'
 
 export interface CompletionInput {
   completion_id: string

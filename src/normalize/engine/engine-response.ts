@@ -124,8 +124,7 @@ export function parseEngineResponse(json: unknown): Completion {
   const rawMessage = asObject(choice.message)
   if (!rawMessage) throw new EngineResponseError('engine response choice has no message')
 
-  const promptTokenIds =
-    intArray(choice.input_token_ids) ?? intArray(choice.prompt_token_ids) ?? intArray(body.prompt_token_ids)
+  const promptTokenIds = intArray(choice.input_token_ids) ?? intArray(choice.prompt_token_ids) ?? intArray(body.prompt_token_ids)
   const { ids: responseTokenIds, sglangLogprobs } = sampledTokens(choice)
   const responseLogprobs = alignedLogprobs(choice, responseTokenIds, sglangLogprobs)
 

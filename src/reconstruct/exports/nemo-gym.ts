@@ -52,10 +52,7 @@ function roundsOf(trace: Trace, traceIndex: number): Round[] {
         offset: Number(t.response_offset),
         length: Number(t.response_length),
         messageIndex: typeof t.message_index === 'number' ? t.message_index : -1,
-        id:
-          typeof t.completion_id === 'string'
-            ? t.completion_id
-            : `trace${traceIndex}_round${index}`,
+        id: typeof t.completion_id === 'string' ? t.completion_id : `trace${traceIndex}_round${index}`,
         drift: typeof t.context_drift_tokens === 'number' ? t.context_drift_tokens : 0,
       }
     })

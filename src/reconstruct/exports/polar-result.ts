@@ -32,15 +32,11 @@ function stringOrNull(value: unknown): string | null {
   return typeof value === 'string' ? value : null
 }
 
-export function toSessionResult(
-  trajectory: Trajectory,
-  options: SessionResultOptions = {},
-): SessionResult {
+export function toSessionResult(trajectory: Trajectory, options: SessionResultOptions = {}): SessionResult {
   const meta = trajectory.metadata
   const sessionId = options.session_id ?? stringOrNull(meta.session_id)
   const taskId = options.task_id ?? stringOrNull(meta.task_id)
-  if (sessionId === null)
-    throw new Error('toSessionResult: session_id unknown (pass it in options)')
+  if (sessionId === null) throw new Error('toSessionResult: session_id unknown (pass it in options)')
   if (taskId === null) throw new Error('toSessionResult: task_id unknown (pass it in options)')
   const taskMetadata = meta.task_metadata
   return sessionResultSchema.parse({
@@ -51,9 +47,7 @@ export function toSessionResult(
     timing: options.timing ?? {},
     node_id: options.node_id ?? null,
     error: options.error ?? trajectory.error,
-    metadata:
-      options.metadata ??
-      (taskMetadata !== null && typeof taskMetadata === 'object' ? taskMetadata : {}),
+    metadata: options.metadata ?? (taskMetadata !== null && typeof taskMetadata === 'object' ? taskMetadata : {}),
   })
 }
 

@@ -30,16 +30,10 @@ function selected(trajectory: Trajectory, filter: SftFilter) {
   return trajectory.traces
     .map((trace, index) => ({ trace, index }))
     .filter(({ trace }) => {
-      if (
-        filter.branches !== undefined &&
-        !filter.branches.includes(String(trace.metadata.branch))
-      ) {
+      if (filter.branches !== undefined && !filter.branches.includes(String(trace.metadata.branch))) {
         return false
       }
-      if (
-        filter.min_reward !== undefined &&
-        (trace.reward === null || trace.reward < filter.min_reward)
-      ) {
+      if (filter.min_reward !== undefined && (trace.reward === null || trace.reward < filter.min_reward)) {
         return false
       }
       return true

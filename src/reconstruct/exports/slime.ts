@@ -89,12 +89,7 @@ export function messagesToText(messages: readonly Record<string, unknown>[]): st
 export function slimeStatus(result: SessionResult, trace: Trace): SlimeStatus {
   const trajectory = result.trajectory
   if (trajectory.status === 'TIMEOUT' || result.status === 'TIMEOUT') return 'ABORTED'
-  if (
-    trajectory.status === 'ERROR' ||
-    result.status === 'ERROR' ||
-    result.error !== null ||
-    trajectory.error !== null
-  ) {
+  if (trajectory.status === 'ERROR' || result.status === 'ERROR' || result.error !== null || trajectory.error !== null) {
     return 'FAILED'
   }
   if (trace.finish_reason === 'length') return 'TRUNCATED'
@@ -135,9 +130,7 @@ export function toSlimeSamples(result: SessionResult, options: SlimeOptions): Sl
       if (trainable) throw new RolloutLogprobError(`${where}: missing loss_mask`)
       lossMask = new Array<number>(responseLength).fill(0)
     } else if (trace.loss_mask.length !== responseLength) {
-      throw new RolloutLogprobError(
-        `${where}: loss_mask length ${trace.loss_mask.length} != response length ${responseLength}`,
-      )
+      throw new RolloutLogprobError(`${where}: loss_mask length ${trace.loss_mask.length} != response length ${responseLength}`)
     } else {
       lossMask = trace.loss_mask.map((value) => (value ? 1 : 0))
     }
@@ -146,16 +139,11 @@ export function toSlimeSamples(result: SessionResult, options: SlimeOptions): Sl
     const recorded = trace.response_logprobs
     if (recorded === null || recorded.length === 0) {
       if (trainable && lossMask.some((value) => value === 1)) {
-        throw new RolloutLogprobError(
-          `${where}: missing rollout_log_probs for trainable response tokens`,
-        )
+        throw new RolloutLogprobError(`${where}: missing rollout_log_probs for trainable response tokens`)
       }
       logprobs = new Array<number>(responseLength).fill(0)
     } else if (recorded.length !== responseLength) {
-      throw new RolloutLogprobError(
-        `${where}: rollout_log_probs length ${recorded.length} != ` +
-          `response length ${responseLength}`,
-      )
+      throw new RolloutLogprobError(`${where}: rollout_log_probs length ${recorded.length} != ` + `response length ${responseLength}`)
     } else {
       logprobs = [...recorded]
     }

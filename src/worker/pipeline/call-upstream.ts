@@ -56,7 +56,13 @@ export async function callUpstream(call: UpstreamCall): Promise<UpstreamOutcome>
     json = JSON.parse(text)
   } catch {
     const status = response.ok ? 502 : response.status
-    return fail(status, response.ok ? 'upstream' : errorKindForStatus(status), `upstream sent an unreadable body (HTTP ${response.status})`, elapsed(), false)
+    return fail(
+      status,
+      response.ok ? 'upstream' : errorKindForStatus(status),
+      `upstream sent an unreadable body (HTTP ${response.status})`,
+      elapsed(),
+      false,
+    )
   }
   if (!response.ok) {
     const message = upstreamErrorMessage(json, `upstream HTTP ${response.status}`)

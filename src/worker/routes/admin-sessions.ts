@@ -6,14 +6,7 @@ import { Hono } from 'hono'
 import { z } from 'zod'
 import { upstreamKindSchema } from '../../contract/completion-record.ts'
 import { builderNameSchema } from '../../contract/trajectory.ts'
-import {
-  parsePrefixMergingConfig,
-  toJsonl,
-  toNemoGymRows,
-  toSessionResult,
-  toSftRows,
-  toSftTokenRows,
-} from '../../reconstruct/index.ts'
+import { parsePrefixMergingConfig, toJsonl, toNemoGymRows, toSessionResult, toSftRows, toSftTokenRows } from '../../reconstruct/index.ts'
 import type { SessionConfig } from '../../durable/session/record.ts'
 import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { createSessionToken } from '../auth/session-token.ts'
@@ -52,7 +45,9 @@ function newSessionId(): string {
 /** The engine's first served model (`GET /v1/models`), or null when it does not say in time. */
 async function discoverServedModel(upstreamUrl: string): Promise<string | null> {
   try {
-    const response = await fetch(`${upstreamUrl.replace(/\/v1$/, '')}/v1/models`, { signal: AbortSignal.timeout(MODEL_DISCOVERY_TIMEOUT_MS) })
+    const response = await fetch(`${upstreamUrl.replace(/\/v1$/, '')}/v1/models`, {
+      signal: AbortSignal.timeout(MODEL_DISCOVERY_TIMEOUT_MS),
+    })
     if (!response.ok) return null
     const body = (await response.json()) as { data?: { id?: unknown }[] }
     const id = body.data?.[0]?.id

@@ -13,7 +13,12 @@ const ok = {
       finish_reason: 'stop',
       stop_reason: null,
       token_ids: [5, 151645],
-      logprobs: { content: [{ token: 'hi', logprob: -0.5 }, { token: '<|im_end|>', logprob: -0.25 }] },
+      logprobs: {
+        content: [
+          { token: 'hi', logprob: -0.5 },
+          { token: '<|im_end|>', logprob: -0.25 },
+        ],
+      },
     },
   ],
   usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
@@ -50,7 +55,13 @@ describe('callUpstream', () => {
   it('drops logprobs that do not align with the sampled ids instead of padding them', async () => {
     const misaligned = structuredClone(ok)
     misaligned.choices[0]!.logprobs.content.pop()
-    const outcome = await callUpstream({ upstream, body: '{}', apiKey: null, timeoutMs: 1000, fetch: fetchReturning(Response.json(misaligned)) })
+    const outcome = await callUpstream({
+      upstream,
+      body: '{}',
+      apiKey: null,
+      timeoutMs: 1000,
+      fetch: fetchReturning(Response.json(misaligned)),
+    })
     expect(outcome.ok && outcome.completion.responseLogprobs).toBeNull()
   })
 
@@ -61,9 +72,24 @@ describe('callUpstream', () => {
     delete choice.token_ids
     delete choice.logprobs
     choice.input_token_ids = [9, 8]
-    choice.meta_info = { output_token_logprobs: [[-1.5, 5, 'hi'], [-0.75, 151645, null]] }
-    const outcome = await callUpstream({ upstream, body: '{}', apiKey: null, timeoutMs: 1000, fetch: fetchReturning(Response.json(sglang)) })
-    expect(outcome.ok && outcome.completion).toMatchObject({ promptTokenIds: [9, 8], responseTokenIds: [5, 151645], responseLogprobs: [-1.5, -0.75] })
+    choice.meta_info = {
+      output_token_logprobs: [
+        [-1.5, 5, 'hi'],
+        [-0.75, 151645, null],
+      ],
+    }
+    const outcome = await callUpstream({
+      upstream,
+      body: '{}',
+      apiKey: null,
+      timeoutMs: 1000,
+      fetch: fetchReturning(Response.json(sglang)),
+    })
+    expect(outcome.ok && outcome.completion).toMatchObject({
+      promptTokenIds: [9, 8],
+      responseTokenIds: [5, 151645],
+      responseLogprobs: [-1.5, -0.75],
+    })
   })
 
   it('keeps retryable upstream statuses and their message', async () => {
@@ -80,18 +106,43 @@ describe('callUpstream', () => {
   it('maps a timeout to 504, a transport failure and a garbled body to 502', async () => {
     const timeout = await callUpstream({ upstream, body: '{}', apiKey: null, timeoutMs: 50, fetch: fetchReturning(Response.json(ok), 500) })
     expect(timeout).toMatchObject({ ok: false, error: { status: 504, kind: 'timeout' } })
-    const reset = await callUpstream({ upstream, body: '{}', apiKey: null, timeoutMs: 1000, fetch: fetchReturning(new TypeError('socket hang up')) })
+    const reset = await callUpstream({
+      upstream,
+      body: '{}',
+      apiKey: null,
+      timeoutMs: 1000,
+      fetch: fetchReturning(new TypeError('socket hang up')),
+    })
     expect(reset).toMatchObject({ ok: false, error: { status: 502, kind: 'upstream' }, aborted: false })
-    const garbled = await callUpstream({ upstream, body: '{}', apiKey: null, timeoutMs: 1000, fetch: fetchReturning(new Response('{"choices": [')) })
+    const garbled = await callUpstream({
+      upstream,
+      body: '{}',
+      apiKey: null,
+      timeoutMs: 1000,
+      fetch: fetchReturning(new Response('{"choices": [')),
+    })
     expect(garbled).toMatchObject({ ok: false, error: { status: 502 } })
-    const noChoices = await callUpstream({ upstream, body: '{}', apiKey: null, timeoutMs: 1000, fetch: fetchReturning(Response.json({ choices: [] })) })
+    const noChoices = await callUpstream({
+      upstream,
+      body: '{}',
+      apiKey: null,
+      timeoutMs: 1000,
+      fetch: fetchReturning(Response.json({ choices: [] })),
+    })
     expect(noChoices).toMatchObject({ ok: false, error: { status: 502, message: expect.stringContaining('choices[0]') } })
   })
 
   it('reports a client abort as aborted, not as an upstream failure', async () => {
     const controller = new AbortController()
     setTimeout(() => controller.abort(), 20)
-    const outcome = await callUpstream({ upstream, body: '{}', apiKey: null, timeoutMs: 5000, signal: controller.signal, fetch: fetchReturning(Response.json(ok), 1000) })
+    const outcome = await callUpstream({
+      upstream,
+      body: '{}',
+      apiKey: null,
+      timeoutMs: 5000,
+      signal: controller.signal,
+      fetch: fetchReturning(Response.json(ok), 1000),
+    })
     expect(outcome).toMatchObject({ ok: false, aborted: true })
   })
 })

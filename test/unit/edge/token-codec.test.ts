@@ -1,6 +1,13 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { LOGPROBS_F32, LOGPROBS_F64, packLogprobs, packTokens, unpackLogprobs, unpackTokens } from '../../../src/durable/session/token-codec.ts'
+import {
+  LOGPROBS_F32,
+  LOGPROBS_F64,
+  packLogprobs,
+  packTokens,
+  unpackLogprobs,
+  unpackTokens,
+} from '../../../src/durable/session/token-codec.ts'
 
 describe('token codec', () => {
   it('round-trips token ids at 4 bytes each', () => {

@@ -44,11 +44,7 @@ export interface InvariantOptions {
   untrustedDeltas?: boolean
 }
 
-export function checkInvariants(
-  records: readonly CompletionRecord[],
-  trajectory: Trajectory,
-  options: InvariantOptions = {},
-): void {
+export function checkInvariants(records: readonly CompletionRecord[], trajectory: Trajectory, options: InvariantOptions = {}): void {
   const byId = new Map(records.map((r) => [r.completion_id, r]))
   const seen = new Map<string, number>()
   for (const trace of trajectory.traces) {
@@ -79,9 +75,7 @@ export function checkInvariants(
       // The sampled tokens, all mask 1, in place.
       const end = turn.response_offset + turn.response_length
       expect(turn.response_length).toBe(r.response_token_ids.length)
-      expect(
-        sameTokens(trace.response_ids.slice(turn.response_offset, end), r.response_token_ids),
-      ).toBe(true)
+      expect(sameTokens(trace.response_ids.slice(turn.response_offset, end), r.response_token_ids)).toBe(true)
       for (let i = turn.response_offset; i < end; i++) {
         expect(trace.loss_mask[i]).toBe(1)
         covered[i] = true
@@ -96,13 +90,8 @@ export function checkInvariants(
       if (turn.context_drift_tokens !== undefined && !options.untrustedDeltas) {
         const context = [...trace.prompt_ids, ...trace.response_ids.slice(0, turn.response_offset)]
         const equal = sameTokens(context, prompt)
-        expect(
-          turn.context_drift_tokens === 0,
-          `drift ${turn.context_drift_tokens} equal=${equal}`,
-        ).toBe(equal)
-        expect(turn.context_drift_tokens).toBeGreaterThanOrEqual(
-          Math.abs(context.length - prompt.length),
-        )
+        expect(turn.context_drift_tokens === 0, `drift ${turn.context_drift_tokens} equal=${equal}`).toBe(equal)
+        expect(turn.context_drift_tokens).toBeGreaterThanOrEqual(Math.abs(context.length - prompt.length))
         if (options.maxContextDrift !== undefined) {
           expect(turn.context_drift_tokens).toBeLessThanOrEqual(options.maxContextDrift)
         }

@@ -29,10 +29,7 @@ export function fakeLogprob(seq: number, position: number): number {
 }
 
 export function makeRecord(spec: RecordSpec): CompletionRecord {
-  const logprobs =
-    spec.logprobs === undefined
-      ? spec.response.map((_, i) => fakeLogprob(spec.seq, i))
-      : spec.logprobs
+  const logprobs = spec.logprobs === undefined ? spec.response.map((_, i) => fakeLogprob(spec.seq, i)) : spec.logprobs
   const request: Record<string, unknown> = {
     model: 'qwen3',
     messages: spec.messages ?? [{ role: 'user', content: `turn ${spec.seq}` }],
@@ -59,10 +56,7 @@ export function makeRecord(spec: RecordSpec): CompletionRecord {
     finish_reason: spec.finish === undefined ? 'stop' : spec.finish,
     stop_reason: spec.stopReason ?? null,
     request,
-    response_message:
-      spec.responseMessage === undefined
-        ? { role: 'assistant', content: `answer ${spec.seq}` }
-        : spec.responseMessage,
+    response_message: spec.responseMessage === undefined ? { role: 'assistant', content: `answer ${spec.seq}` } : spec.responseMessage,
     original_request: {},
     usage: null,
     warnings: [],
@@ -91,10 +85,7 @@ function lcp(a: readonly number[], b: readonly number[]): number {
  * Attach `prompt_delta` against an explicit parent (by seq) per record, with the true longest
  * common prefix. `parents[seq] === undefined` → `prompt_delta: null`.
  */
-export function withDeltas(
-  records: CompletionRecord[],
-  parents: Record<number, number | undefined>,
-): CompletionRecord[] {
+export function withDeltas(records: CompletionRecord[], parents: Record<number, number | undefined>): CompletionRecord[] {
   const bySeq = new Map(records.map((record) => [record.seq, record]))
   return records.map((record) => {
     const parentSeq = parents[record.seq]

@@ -95,19 +95,14 @@ export function simulateQwen3Session(qwen: Qwen3, options: Qwen3SimOptions): Sim
       const k = conversation.done
       const system = options.nonce ? `${nonceLine(seq)}\n${spec.system}` : spec.system
       const history = conversation.messages
-      const messages: ChatMessage[] = [
-        { role: 'system', content: system },
-        { role: 'user', content: spec.task },
-        ...history,
-      ]
+      const messages: ChatMessage[] = [{ role: 'system', content: system }, { role: 'user', content: spec.task }, ...history]
       const tools = spec.tools ? [BASH_TOOL] : null
       const renderOptions = { tools, addGenerationPrompt: true, enableThinking }
       const prompt = qwen.tokenizeChat(messages, renderOptions)
 
       const last = k === spec.turns - 1 || !spec.tools
       const reasoning = enableThinking
-        ? `The user wants ${spec.name} step ${k}. ` +
-          `I should ${last ? 'answer now' : 'inspect the files'}.`
+        ? `The user wants ${spec.name} step ${k}. ` + `I should ${last ? 'answer now' : 'inspect the files'}.`
         : undefined
       const assistant: ChatMessage = last
         ? {
@@ -138,10 +133,7 @@ export function simulateQwen3Session(qwen: Qwen3, options: Qwen3SimOptions): Sim
         enableThinking,
       })
       const start = rendered.lastIndexOf(ASSISTANT_HEADER) + ASSISTANT_HEADER.length
-      let sampledText = rendered.slice(
-        start,
-        rendered.lastIndexOf('<|im_end|>') + '<|im_end|>'.length,
-      )
+      let sampledText = rendered.slice(start, rendered.lastIndexOf('<|im_end|>') + '<|im_end|>'.length)
       if (!enableThinking && sampledText.startsWith(GENERATION_SCAFFOLD)) {
         sampledText = sampledText.slice(GENERATION_SCAFFOLD.length)
       }
@@ -197,9 +189,7 @@ export function simulateQwen3Session(qwen: Qwen3, options: Qwen3SimOptions): Sim
         history.push({
           role: 'tool',
           tool_call_id: `call_${seq - 1}`,
-          content:
-            `total ${k + 3}\n-rw-r--r-- 1 dev dev 120 index.ts\n` +
-            `-rw-r--r-- 1 dev dev 88 util${k}.ts`,
+          content: `total ${k + 3}\n-rw-r--r-- 1 dev dev 120 index.ts\n` + `-rw-r--r-- 1 dev dev 88 util${k}.ts`,
         })
       }
       conversation.done++

@@ -87,8 +87,7 @@ function rng(seed: number) {
 export function simulateSession(options: SimOptions): SimulatedSession {
   const random = rng(options.seed)
   const int = (min: number, max: number) => min + Math.floor(random() * (max - min + 1))
-  const content = (min: number, max: number) =>
-    Array.from({ length: int(min, max) }, () => int(CONTENT_MIN, CONTENT_MAX - 1))
+  const content = (min: number, max: number) => Array.from({ length: int(min, max) }, () => int(CONTENT_MIN, CONTENT_MAX - 1))
   const thinkingOn = options.thinking !== 'off'
 
   const render = (conversation: Conversation): number[] => {
@@ -133,20 +132,12 @@ export function simulateSession(options: SimOptions): SimulatedSession {
     const body = content(2, 8)
     const reasoning = thinkingOn ? content(0, 6) : undefined
     const truncated = random() < options.truncateRate
-    let sampled = [
-      ...(reasoning === undefined ? [] : [TOKENS.thinkOpen, ...reasoning, TOKENS.thinkClose]),
-      ...body,
-    ]
+    let sampled = [...(reasoning === undefined ? [] : [TOKENS.thinkOpen, ...reasoning, TOKENS.thinkClose]), ...body]
     if (random() < options.retokenizeRate && body.length > 0) {
       // The sampled ids spell the same text as the canonical ids, split differently.
       const at = sampled.length - body.length + int(0, body.length - 1)
       const token = sampled[at] as number
-      sampled = [
-        ...sampled.slice(0, at),
-        token + SPLIT_A,
-        token + SPLIT_B,
-        ...sampled.slice(at + 1),
-      ]
+      sampled = [...sampled.slice(0, at), token + SPLIT_A, token + SPLIT_B, ...sampled.slice(at + 1)]
     }
     if (!truncated) sampled.push(TOKENS.eot)
     const record = makeRecord({
@@ -188,8 +179,7 @@ export function simulateSession(options: SimOptions): SimulatedSession {
     }
     if (result.reasoning !== undefined) message.reasoning = result.reasoning
     conversation.messages.push(message)
-    if (conversation.turnsLeft > 0)
-      conversation.messages.push({ role: 'tool', content: content(1, 12) })
+    if (conversation.turnsLeft > 0) conversation.messages.push({ role: 'tool', content: content(1, 12) })
   }
 
   const main: Conversation = {

@@ -14,9 +14,7 @@ export function parseOpenaiChatRequest(body: unknown): ParsedRequest {
   let messages = original.messages
   if (messages.some((message) => message.role === 'developer')) {
     // Chat templates (Qwen3 included) know no `developer` role; OpenAI defines it as the system role.
-    messages = messages.map((message): ChatMessage =>
-      message.role === 'developer' ? { ...message, role: 'system' } : message,
-    )
+    messages = messages.map((message): ChatMessage => (message.role === 'developer' ? { ...message, role: 'system' } : message))
     warnings.push({ code: 'developer_role_mapped', message: 'developer messages sent as system messages' })
   }
   const repaired = wrapUnparsableArguments(messages)
