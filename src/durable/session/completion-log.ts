@@ -18,6 +18,8 @@ import { commonPrefixLength, packLogprobs, packTokens, unpackLogprobs, unpackTok
 
 /** A read never reconstructs through more than this many ancestors. */
 const MAX_DELTA_DEPTH = 48
+/** Size estimate for a record's small fields (ids, timing, provenance, usage, keys). */
+const RECORD_OVERHEAD_BYTES = 4096
 /** Only delta-code against a base sharing at least this many prompt tokens (else store whole). */
 const MIN_SHARED_TOKENS = 8
 /** Recent materialized completions kept in memory as delta bases (bounded by bytes, not count). */
@@ -235,11 +237,21 @@ export class CompletionLog {
     return { seq, completion_id: input.completion_id, stored_bytes: storedBytes, duplicate: false }
   }
 
-  /** Records in arrival order, `seq > afterSeq`, at most `limit`. */
-  async list(afterSeq = -1, limit = 100): Promise<CompletionRecord[]> {
+  /**
+   * Records after `afterSeq`, at most `limit`, and stopping once their estimated serialized size reaches
+   * `maxBytes` (at least one record): a DO RPC answer may not exceed 32 MiB, and late records of a long
+   * rollout are MBs each.
+   */
+  async list(afterSeq = -1, limit = 100, maxBytes = Number.POSITIVE_INFINITY): Promise<CompletionRecord[]> {
     const rows = this.#sql.all<CompletionRow>('SELECT * FROM rg_completions WHERE seq > ? ORDER BY seq LIMIT ?', afterSeq, limit)
     const out: CompletionRecord[] = []
-    for (const row of rows) out.push(await this.#toRecord(row))
+    let bytes = 0
+    for (const row of rows) {
+      const { record, bytes: size } = await this.#toSizedRecord(row)
+      out.push(record)
+      bytes += size
+      if (bytes >= maxBytes) break
+    }
     return out
   }
 
@@ -388,6 +400,11 @@ export class CompletionLog {
   }
 
   async #toRecord(row: CompletionRow): Promise<CompletionRecord> {
+    return (await this.#toSizedRecord(row)).record
+  }
+
+  /** The record and an upper estimate of its structured-clone size (two bytes per text char, ≤ 5 per id, 9 per logprob). */
+  async #toSizedRecord(row: CompletionRow): Promise<{ record: CompletionRecord; bytes: number }> {
     const full = await this.#materializeRow(row)
     const provenance = JSON.parse(row.provenance) as CompletionRecord['provenance']
     const request = JSON.parse(full.requestText) as Record<string, unknown>
@@ -397,7 +414,13 @@ export class CompletionLog {
     delete request.stream_options
     const responseTokens = unpackTokens(await this.#field<ArrayBuffer>(row, 'response_tokens', 'bytes'))
     const logprobs = unpackLogprobs(row.logprobs_format, await this.#field<ArrayBuffer>(row, 'logprobs', 'bytes'))
-    return {
+    const bytes =
+      (full.requestText.length + full.originalText.length) * 2 +
+      (full.prompt.length + responseTokens.length) * 5 +
+      (logprobs?.length ?? 0) * 9 +
+      (row.response_message?.length ?? 0) * 2 +
+      RECORD_OVERHEAD_BYTES
+    const record: CompletionRecord = {
       completion_id: row.completion_id,
       session_id: this.#sessionId,
       seq: row.seq,
@@ -428,5 +451,6 @@ export class CompletionLog {
       provenance,
       metadata: JSON.parse(row.metadata),
     }
+    return { record, bytes }
   }
 }

@@ -64,8 +64,9 @@ export class SessionObject extends DurableObject<Env> {
     return this.#requireLog().record(input)
   }
 
-  async completions(afterSeq?: number, limit?: number): Promise<CompletionRecord[]> {
-    return this.#requireLog().list(afterSeq, limit)
+  /** `maxBytes` bounds the answer's estimated size (an RPC answer may not exceed 32 MiB); at least one record. */
+  async completions(afterSeq?: number, limit?: number, maxBytes?: number): Promise<CompletionRecord[]> {
+    return this.#requireLog().list(afterSeq, limit, maxBytes)
   }
 
   async completionById(completionId: string): Promise<CompletionRecord | null> {

@@ -19,6 +19,10 @@ import { requireAdmin } from './require-admin.ts'
 /** Polar's accepted session id shape (polar-compat.md §6). */
 const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
 const MAX_PAGE = 1000
+/** Record JSON per completions page (UTF-16 units); the rest comes with `after_seq=next_after_seq`. */
+const PAGE_BUDGET_CHARS = 16 * 1024 * 1024
+/** Estimated size of one DO RPC answer (an upper estimate; workerd refuses more than 32 MiB). */
+const RPC_BUDGET_BYTES = 16 * 1024 * 1024
 const MODEL_DISCOVERY_TIMEOUT_MS = 2_000
 
 export const createSessionSchema = z.object({
@@ -186,11 +190,28 @@ adminSessions.get('/:id/completions', async (c) => {
   }
   const stub = sessionStub(c.env, c.req.param('id'))
   if (!(await stub.config())) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
-  const completions = await stub.completions(afterSeq, limit)
-  const last = completions.at(-1)
-  return c.json({
-    session_id: c.req.param('id'),
-    completions,
-    next_after_seq: completions.length === limit && last ? last.seq : null,
-  })
+  // A page is bounded by size as well as by count: one DO RPC answer may not exceed 32 MiB (workerd), and a
+  // record carries its prompt ids and two request bodies (≈150 KB for a Claude Code turn, MBs late in a long
+  // rollout), so 1000 records of a long session do not fit. The session answers in size-bounded chunks;
+  // the page stops at PAGE_BUDGET_CHARS of JSON and says where to go on (`next_after_seq`).
+  const parts: string[] = []
+  let chars = 0
+  let cursor = afterSeq
+  let exhausted = false
+  while (parts.length < limit && chars < PAGE_BUDGET_CHARS) {
+    const chunk = await stub.completions(cursor, limit - parts.length, RPC_BUDGET_BYTES)
+    if (chunk.length === 0) {
+      exhausted = true
+      break
+    }
+    for (const record of chunk) {
+      const text = JSON.stringify(record)
+      parts.push(text)
+      chars += text.length
+      cursor = record.seq
+    }
+  }
+  const nextAfterSeq = !exhausted && parts.length > 0 ? cursor : null
+  const body = `{"session_id":${JSON.stringify(c.req.param('id'))},"completions":[${parts.join(',')}],"next_after_seq":${nextAfterSeq}}`
+  return c.body(body, 200, { 'content-type': 'application/json' })
 })

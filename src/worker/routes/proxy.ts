@@ -38,6 +38,15 @@ proxy.get('/v1/models', async (c) => {
   return c.json({ object: 'list', data })
 })
 
+// Claude Code's connectivity probe (`HEAD /api/hello`, no auth, before the first call when non-essential traffic is on).
+proxy.on(['GET', 'HEAD'], '/api/hello', (c) => c.json({ status: 'ok', service: 'rollgate' }))
+
+// Codex's built-in OpenAI provider first tries the Responses WebSocket transport (`GET /v1/responses` with
+// `Upgrade: websocket`). 426 makes it fall back to HTTP POST at once; a 404 costs it five reconnects (≈6 s).
+proxy.get('/v1/responses', () => {
+  throw new GatewayError(426, 'invalid_request', 'WebSocket transport is not supported; use POST /v1/responses')
+})
+
 proxy.post('*', async (c) => {
   const url = new URL(c.req.url)
   const adapter = detectAdapter(url, c.req.raw.headers)

@@ -25,6 +25,17 @@ export function parseOpenaiChatRequest(body: unknown): ParsedRequest {
       message: 'replayed tool-call arguments that are not a JSON object sent as {"raw_input": …}',
     })
   }
+  if (messages.some(isTextPartsToolResult)) {
+    // Qwen Code sends tool results as text-part arrays. Tool content is a string everywhere else (the other
+    // adapters join parts the same way); vLLM joins text parts with `\n` before templating, so the prompt
+    // is unchanged.
+    messages = messages.map(
+      (message): ChatMessage =>
+        isTextPartsToolResult(message)
+          ? { ...message, content: (message.content as { text: string }[]).map((part) => part.text).join('\n') }
+          : message,
+    )
+  }
   const request: ChatRequest = messages === original.messages ? original : { ...original, messages }
   return {
     request,
@@ -67,4 +78,14 @@ function isJsonObject(text: string): boolean {
   } catch {
     return false
   }
+}
+
+function isTextPartsToolResult(message: ChatMessage): boolean {
+  const { content } = message
+  return (
+    message.role === 'tool' &&
+    Array.isArray(content) &&
+    content.length > 0 &&
+    content.every((part: { type?: unknown; text?: unknown }) => part.type === 'text' && typeof part.text === 'string')
+  )
 }

@@ -1,0 +1,908 @@
+/**
+ * @module
+ * Record real request fixtures from the six coding-harness CLIs (Claude Code, Codex, Gemini CLI, Qwen Code,
+ * opencode, pi) through the real edge, and report how each run went.
+ *
+ * ```sh
+ * npx node scripts/record-harness-fixtures.ts                    # every variant (about 1 min)
+ * npx node scripts/record-harness-fixtures.ts --only claude-code,pi-anthropic --timeout-s 90
+ * npx node scripts/record-harness-fixtures.ts --no-write         # run and report, write no fixtures
+ * ```
+ * Other flags: `--cli-dir` (default `/tmp/harness-clis`), `--runs-dir` (default `/var/tmp/rollgate-harness-runs`),
+ * `--max-model-len` (engine window, default 262144: Claude Code asks for `max_tokens` 128000, Qwen Code 32768,
+ * opencode 32000, so a 32k window fails them; see the report), `--verbose` (wrangler output).
+ *
+ * Outside the sandbox it installs the pinned CLIs ({@link CLI_PACKAGES}) into `--cli-dir` (never the repo) with
+ * plain `npm i`, then re-executes itself inside a fresh network namespace whose only interface is loopback
+ * (`unshare -n` as root, `unshare --user --map-root-user -n` otherwise) and refuses to go on if it sees any
+ * other interface. Inside, once for all variants: the stand-in engine, the edge (`wrangler dev`), and a
+ * transparent tap in front of the edge that forwards bytes unchanged and notes each request's path, headers
+ * and answer (the completion record keeps the body, not the path or headers). Then per variant
+ * ({@link VARIANTS}: each CLI's default wire plus its other wires/modes): a capture session (admin API); a
+ * throwaway HOME and work dir under `--runs-dir` (Codex refuses its helper binaries under the system temp
+ * dir); the harness's config files and env (a minimal env, not this process's); the CLI on
+ * `create hello.txt containing hi`, stdin from /dev/null, in its own process group, killed after `--timeout-s`
+ * (default 120). Telemetry and update checks fail at once: there is no route out.
+ *
+ * Each captured completion's `original_request` becomes
+ * `src/normalize/providers/<api>/__fixtures__/<variant>-hello.<n>.request.json` as `{path, headers, body}`
+ * (the contract tests' fixture shape), scrubbed: the session token (`<SESSION_TOKEN>`, also in auth headers)
+ * and key-like strings, UUIDs / 64-hex / opencode ids (user, device, session, item ids → stable placeholders
+ * per run, so turn 2 still repeats turn 1's ids), the run's absolute paths (`/workspace/project`,
+ * `/home/agent`, the CLIs' install dir → `/usr/local/lib/node_modules`), Claude Code's billing-header nonce.
+ * A re-recorded variant's old fixtures are removed first.
+ *
+ * Per variant it prints the exit code, the calls the tap saw, the captured APIs and record statuses, token
+ * continuity between consecutive calls, whether `hello.txt` holds `hi`, and every edge answer ≥ 400 or error
+ * frame inside a 2xx stream (the request is kept, scrubbed, under `<runs-dir>/<variant>/failures/`). Logs,
+ * the scrubbed completion records and `summary.json` stay in `--runs-dir`.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
+import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, mkdtempSync, writeFileSync, closeSync } from 'node:fs'
+import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { networkInterfaces, tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib'
+import { isDeepStrictEqual } from 'node:util'
+import { startEngine } from '../engine/server.ts'
+import { REPO_ROOT, startEdge } from './lib/processes.ts'
+
+/**
+ * Exact versions the fixtures were recorded with (the `npm view` latest at recording time, except pi: the brief's
+ * `@mariozechner/pi-coding-agent`, whose later releases are published as `@earendil-works/pi-coding-agent`).
+ */
+export const CLI_PACKAGES: Record<string, string> = {
+  '@anthropic-ai/claude-code': '2.1.330',
+  '@openai/codex': '0.169.0',
+  '@google/gemini-cli': '0.61.0',
+  '@qwen-code/qwen-code': '0.24.4',
+  'opencode-ai': '1.18.33',
+  '@mariozechner/pi-coding-agent': '0.73.1',
+}
+
+const SCRIPT_PATH = fileURLToPath(import.meta.url)
+const INSTRUCTION = 'create hello.txt containing hi'
+const ADMIN_TOKEN = 'record-admin-token'
+const FIXTURE_SCENARIO = 'hello'
+const API_FOLDERS = ['anthropic', 'openai-chat', 'openai-responses', 'google'] as const
+/** Fallback path per API when the tap did not see the body (should not happen). */
+const DEFAULT_PATHS: Record<string, string> = {
+  anthropic: '/v1/messages',
+  'openai-chat': '/v1/chat/completions',
+  'openai-responses': '/v1/responses',
+  google: '/v1beta/models/gemini:generateContent',
+}
+/** Placeholders for the run's absolute paths. */
+const WD_PLACEHOLDER = '/workspace/project'
+const HOME_PLACEHOLDER = '/home/agent'
+const RUN_PLACEHOLDER = '/workspace'
+const MAX_FAILURE_FILES = 20
+
+interface Options {
+  inside: boolean
+  only: string[] | null
+  timeoutMs: number
+  cliDir: string
+  runsDir: string
+  write: boolean
+  maxModelLen: number
+  verbose: boolean
+}
+
+function parseOptions(argv: string[]): Options {
+  const options: Options = {
+    inside: false,
+    only: null,
+    timeoutMs: 120_000,
+    cliDir: '/tmp/harness-clis',
+    runsDir: '/var/tmp/rollgate-harness-runs',
+    write: true,
+    maxModelLen: 262_144,
+    verbose: false,
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    const value = () => {
+      const next = argv[++i]
+      if (next === undefined) throw new Error(`${arg} needs a value`)
+      return next
+    }
+    if (arg === '--inside') options.inside = true
+    else if (arg === '--only') options.only = value().split(',').filter(Boolean)
+    else if (arg === '--timeout-s') options.timeoutMs = Number(value()) * 1000
+    else if (arg === '--cli-dir') options.cliDir = value()
+    else if (arg === '--runs-dir') options.runsDir = value()
+    else if (arg === '--no-write') options.write = false
+    else if (arg === '--max-model-len') options.maxModelLen = Number(value())
+    else if (arg === '--verbose') options.verbose = true
+    else throw new Error(`unknown argument ${arg}`)
+  }
+  return options
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Outside: install, then re-execute inside a loopback-only network namespace.
+
+function installedVersion(cliDir: string, pkg: string): string | null {
+  try {
+    return (JSON.parse(readFileSync(join(cliDir, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version
+  } catch {
+    return null
+  }
+}
+
+function ensureInstalled(cliDir: string) {
+  const missing = Object.entries(CLI_PACKAGES).filter(([pkg, version]) => installedVersion(cliDir, pkg) !== version)
+  if (missing.length === 0) return
+  mkdirSync(cliDir, { recursive: true })
+  if (!existsSync(join(cliDir, 'package.json'))) writeFileSync(join(cliDir, 'package.json'), '{"name":"harness-clis","private":true}\n')
+  const specs = missing.map(([pkg, version]) => `${pkg}@${version}`)
+  console.log(`installing ${specs.join(' ')} into ${cliDir}`)
+  const result = spawnSync('npm', ['i', '--no-audit', '--no-fund', '--prefix', cliDir, ...specs], { stdio: 'inherit' })
+  if (result.status !== 0) throw new Error(`npm i failed (${result.status})`)
+}
+
+function reexecInside(options: Options, argv: string[]): number {
+  ensureInstalled(options.cliDir)
+  const unshare = process.getuid?.() === 0 ? ['-n'] : ['--user', '--map-root-user', '-n']
+  const inner = 'ip link set lo up && exec "$0" "$@"'
+  const result = spawnSync('unshare', [...unshare, '--', 'sh', '-c', inner, process.execPath, SCRIPT_PATH, '--inside', ...argv], {
+    stdio: 'inherit',
+    cwd: REPO_ROOT,
+  })
+  if (result.error) throw result.error
+  return result.status ?? 1
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Inside: the tap in front of the edge.
+
+interface TapEntry {
+  method: string
+  path: string
+  headers: IncomingHttpHeaders
+  body: string
+  status: number | null
+  contentType: string | null
+  /** The answer's text (first 256 KiB), for error reports. */
+  answer: string
+  error: string | null
+  /** The harness hung up before the edge finished (Codex drops the stream at `response.completed`). */
+  clientClosed: boolean
+}
+
+interface Tap {
+  url: string
+  entries: TapEntry[]
+  close(): Promise<void>
+}
+
+/** The answer as text, decompressed when the edge compressed it (harnesses ask for gzip / br). */
+function decodeAnswer(raw: Buffer, encoding: string): string {
+  try {
+    if (encoding === 'gzip') return gunzipSync(raw).toString('utf8')
+    if (encoding === 'br') return brotliDecompressSync(raw).toString('utf8')
+    if (encoding === 'deflate') return inflateSync(raw).toString('utf8')
+  } catch {
+    // truncated at 256 KiB or not compressed after all
+  }
+  return raw.toString('utf8')
+}
+
+function startTap(edgeUrl: string): Promise<Tap> {
+  const target = new URL(edgeUrl)
+  const entries: TapEntry[] = []
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
+    req.on('end', () => {
+      const body = Buffer.concat(chunks)
+      const entry: TapEntry = {
+        method: req.method ?? 'GET',
+        path: req.url ?? '/',
+        headers: req.headers,
+        body: body.toString('utf8'),
+        status: null,
+        contentType: null,
+        answer: '',
+        error: null,
+        clientClosed: false,
+      }
+      entries.push(entry)
+      const headers = { ...req.headers, host: target.host }
+      const upstream = httpRequest({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers }, (answer) => {
+        entry.status = answer.statusCode ?? 0
+        entry.contentType = String(answer.headers['content-type'] ?? '') || null
+        res.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
+        const chunks: Buffer[] = []
+        let size = 0
+        answer.on('data', (chunk: Buffer) => {
+          if (size < 262_144) chunks.push(chunk)
+          size += chunk.length
+          res.write(chunk)
+        })
+        answer.on('end', () => {
+          entry.answer = decodeAnswer(Buffer.concat(chunks), String(answer.headers['content-encoding'] ?? ''))
+          res.end()
+        })
+        answer.on('error', (error) => {
+          entry.error = String(error)
+          res.destroy()
+        })
+      })
+      upstream.on('error', (error) => {
+        entry.error = String(error)
+        if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' })
+        res.end(`tap: ${error}`)
+      })
+      res.on('close', () => {
+        if (res.writableFinished) return
+        entry.clientClosed = true
+        upstream.destroy()
+      })
+      upstream.end(body)
+    })
+  })
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as AddressInfo).port
+      resolve({
+        url: `http://127.0.0.1:${port}`,
+        entries,
+        close: () =>
+          new Promise<void>((done) => {
+            server.closeAllConnections()
+            server.close(() => done())
+          }),
+      })
+    })
+  })
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Harness variants.
+
+interface RunContext {
+  /** Base origin the harness talks to (the tap in front of the edge). */
+  origin: string
+  token: string
+  home: string
+  wd: string
+  cliDir: string
+}
+
+interface Variant {
+  /** Fixture prefix and `--only` name. */
+  id: string
+  harness: string
+  bin: (cliDir: string) => string
+  args: string[]
+  /** Write fixtures (false: the run only reports, e.g. a mode whose bodies repeat another variant's). */
+  fixtures?: boolean
+  /** Writes config files under `ctx.home`; returns the harness env (on top of the base env). */
+  setup: (ctx: RunContext) => Record<string, string>
+}
+
+function writeJson(path: string, value: unknown) {
+  mkdirSync(dirname(path), { recursive: true })
+  writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`)
+}
+
+const bin = (name: string) => (cliDir: string) => join(cliDir, 'node_modules', '.bin', name)
+
+function opencodeVariant(id: string, npm: string, baseSuffix: string, model: string): Variant {
+  return {
+    id,
+    harness: 'opencode',
+    bin: bin('opencode'),
+    // `opencode run` re-joins its positional words and wraps any word containing a space in double quotes,
+    // so one argument would reach the model as `"create hello.txt containing hi"`; pass the words instead.
+    args: ['run', '--print-logs', ...INSTRUCTION.split(' ')],
+    setup: (ctx) => {
+      writeJson(join(ctx.home, '.config/opencode/opencode.json'), {
+        $schema: 'https://opencode.ai/config.json',
+        autoupdate: false,
+        share: 'disabled',
+        model: `rollgate/${model}`,
+        small_model: `rollgate/${model}`,
+        permission: { edit: 'allow', bash: 'allow', webfetch: 'deny' },
+        provider: {
+          rollgate: {
+            npm,
+            name: 'Rollgate',
+            options: { baseURL: `${ctx.origin}${baseSuffix}`, apiKey: ctx.token },
+            models: { [model]: { name: model, tool_call: true } },
+          },
+        },
+      })
+      return {
+        XDG_CONFIG_HOME: join(ctx.home, '.config'),
+        XDG_DATA_HOME: join(ctx.home, '.local/share'),
+        XDG_CACHE_HOME: join(ctx.home, '.cache'),
+        XDG_STATE_HOME: join(ctx.home, '.local/state'),
+        OPENCODE_DISABLE_AUTOUPDATE: '1',
+        OPENCODE_DISABLE_MODELS_FETCH: '1',
+        OPENCODE_DISABLE_DEFAULT_PLUGINS: '1',
+        OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
+        OPENCODE_DISABLE_SHARE: '1',
+      }
+    },
+  }
+}
+
+function piVariant(id: string, api: string, baseSuffix: string, model: string): Variant {
+  return {
+    id,
+    harness: 'pi',
+    bin: bin('pi'),
+    args: ['--offline', '--no-session', '--provider', 'rollgate', '--model', model, '-p', INSTRUCTION],
+    setup: (ctx) => {
+      writeJson(join(ctx.home, '.pi/agent/models.json'), {
+        providers: {
+          rollgate: {
+            baseUrl: `${ctx.origin}${baseSuffix}`,
+            api,
+            apiKey: 'ROLLGATE_API_KEY',
+            models: [{ id: model, name: model, reasoning: false, input: ['text'], contextWindow: 128000, maxTokens: 16384 }],
+          },
+        },
+      })
+      writeJson(join(ctx.home, '.pi/agent/settings.json'), { enableInstallTelemetry: false })
+      return { ROLLGATE_API_KEY: ctx.token, PI_OFFLINE: '1', PI_SKIP_VERSION_CHECK: '1', PI_TELEMETRY: '0' }
+    },
+  }
+}
+
+function claudeVariant(id: string, nonEssentialTraffic: boolean): Variant {
+  return {
+    id,
+    harness: 'claude-code',
+    fixtures: !nonEssentialTraffic,
+    bin: bin('claude'),
+    args: ['-p', INSTRUCTION, '--dangerously-skip-permissions'],
+    setup: (ctx) => ({
+      ANTHROPIC_BASE_URL: ctx.origin,
+      ANTHROPIC_API_KEY: ctx.token,
+      IS_SANDBOX: '1',
+      ...(nonEssentialTraffic ? {} : { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' }),
+      DISABLE_AUTOUPDATER: '1',
+      DISABLE_TELEMETRY: '1',
+      DISABLE_ERROR_REPORTING: '1',
+    }),
+  }
+}
+
+/** Codex with a custom Responses provider, or (`builtin`) the built-in OpenAI provider with `openai_base_url`. */
+function codexVariant(id: string, builtin: boolean): Variant {
+  return {
+    id,
+    harness: 'codex',
+    fixtures: !builtin,
+    bin: bin('codex'),
+    args: ['exec', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', INSTRUCTION],
+    setup: (ctx) => {
+      const codexHome = join(ctx.home, '.codex')
+      mkdirSync(codexHome, { recursive: true })
+      // Top-level keys must precede the first [table].
+      const top = [
+        'model = "gpt-5.5"',
+        ...(builtin ? [`openai_base_url = "${ctx.origin}/v1"`] : ['model_provider = "rollgate"']),
+        'approval_policy = "never"',
+        'sandbox_mode = "danger-full-access"',
+        'check_for_update_on_startup = false',
+      ]
+      const tables = ['[analytics]', 'enabled = false', '', '[feedback]', 'enabled = false']
+      const provider = builtin
+        ? []
+        : [
+            '',
+            '[model_providers.rollgate]',
+            'name = "Rollgate"',
+            `base_url = "${ctx.origin}/v1"`,
+            'env_key = "ROLLGATE_API_KEY"',
+            'wire_api = "responses"',
+          ]
+      writeFileSync(join(codexHome, 'config.toml'), [...top, '', ...tables, ...provider, ''].join('\n'))
+      return { CODEX_HOME: codexHome, [builtin ? 'CODEX_API_KEY' : 'ROLLGATE_API_KEY']: ctx.token }
+    },
+  }
+}
+
+/** Qwen Code speaks OpenAI chat by default, Anthropic or Gemini by `security.auth.selectedType`. */
+function qwenVariant(id: string, wire: 'openai' | 'anthropic' | 'gemini'): Variant {
+  return {
+    id,
+    harness: 'qwen-code',
+    bin: bin('qwen'),
+    args: ['--yolo', '--prompt', INSTRUCTION],
+    setup: (ctx) => {
+      const model = { openai: 'qwen3-coder-plus', anthropic: 'claude-sonnet-4-5', gemini: 'gemini-2.5-flash' }[wire]
+      writeJson(join(ctx.home, '.qwen/settings.json'), {
+        general: { enableAutoUpdate: false },
+        privacy: { usageStatisticsEnabled: false },
+        telemetry: { enabled: false },
+        security: { auth: { selectedType: wire }, folderTrust: { enabled: false } },
+        model: { name: model },
+        ...(wire === 'gemini' ? { modelProviders: { gemini: [{ id: model, envKey: 'GEMINI_API_KEY', baseUrl: ctx.origin }] } } : {}),
+      })
+      const env: Record<string, string> = { QWEN_TELEMETRY_ENABLED: 'false' }
+      if (wire === 'openai') Object.assign(env, { OPENAI_BASE_URL: `${ctx.origin}/v1`, OPENAI_API_KEY: ctx.token, OPENAI_MODEL: model })
+      if (wire === 'anthropic') Object.assign(env, { ANTHROPIC_BASE_URL: ctx.origin, ANTHROPIC_API_KEY: ctx.token, ANTHROPIC_MODEL: model })
+      if (wire === 'gemini') Object.assign(env, { GEMINI_API_KEY: ctx.token })
+      return env
+    },
+  }
+}
+
+export const VARIANTS: Variant[] = [
+  claudeVariant('claude-code', false),
+  codexVariant('codex', false),
+  {
+    id: 'gemini-cli',
+    harness: 'gemini-cli',
+    bin: bin('gemini'),
+    args: ['-p', INSTRUCTION, '--approval-mode=yolo'],
+    setup: (ctx) => {
+      writeJson(join(ctx.home, '.gemini/settings.json'), {
+        general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
+        privacy: { usageStatisticsEnabled: false },
+        telemetry: { enabled: false },
+        security: { auth: { selectedType: 'gemini-api-key' }, folderTrust: { enabled: false } },
+      })
+      return {
+        GEMINI_API_KEY: ctx.token,
+        GOOGLE_GEMINI_BASE_URL: ctx.origin,
+        GEMINI_TELEMETRY_ENABLED: 'false',
+        GEMINI_CLI_TRUST_WORKSPACE: 'true',
+      }
+    },
+  },
+  qwenVariant('qwen-code', 'openai'),
+  opencodeVariant('opencode', '@ai-sdk/openai-compatible', '/v1', 'test-model'),
+  piVariant('pi', 'openai-completions', '/v1', 'test-model'),
+  // Other wires and modes of the same CLIs.
+  // Probe traffic only (bodies as above): Claude's `HEAD /api/hello`; Codex's WebSocket prewarm `GET /v1/responses`.
+  claudeVariant('claude-code-nonessential', true),
+  codexVariant('codex-builtin', true),
+  qwenVariant('qwen-code-anthropic', 'anthropic'),
+  qwenVariant('qwen-code-gemini', 'gemini'),
+  opencodeVariant('opencode-responses', '@ai-sdk/openai', '/v1', 'test-model'),
+  opencodeVariant('opencode-anthropic', '@ai-sdk/anthropic', '/v1', 'test-model'),
+  opencodeVariant('opencode-google', '@ai-sdk/google', '/v1beta', 'test-model'),
+  piVariant('pi-anthropic', 'anthropic-messages', '', 'test-model'),
+  piVariant('pi-responses', 'openai-responses', '/v1', 'test-model'),
+  piVariant('pi-google', 'google-generative-ai', '/v1beta', 'test-model'),
+]
+
+// ---------------------------------------------------------------------------------------------------------
+// Scrubbing.
+
+/** UUIDs, also glued to a prefix (`msg_<uuid>`, Codex's UUIDv7 item ids). */
+const UUID_RE = /(?<![0-9a-f-])[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(?![0-9a-f-])/gi
+const HEX64_RE = /(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])/gi
+/** opencode's ids: `ses_` / `msg_` / `prt_` + 12 hex (time) + 14 base62. */
+const OPENCODE_ID_RE = /\b(ses|msg|prt)_[0-9a-f]{12}[0-9A-Za-z]{14}\b/g
+/** Error frames in a synthetic stream (Anthropic / Responses `event: error`, `response.failed`, chat / Gemini `data: {"error"`). */
+const STREAM_ERROR_RE = /^(?:event: (?:error|response\.failed)\b|data: \{"error":)/m
+const KEY_RE = /\b(?:sk|rg)[-_][A-Za-z0-9][A-Za-z0-9._-]{7,}/g
+
+export type Scrub = (text: string) => string
+
+/**
+ * Text scrubber for one run: secrets and key-like strings out, the run's absolute paths (also in the
+ * `-var-tmp-…` form harnesses use for per-project folders) to placeholders, volatile ids to stable
+ * placeholders numbered by first appearance, so turn 2 still repeats turn 1's ids.
+ */
+export function makeScrubber(secrets: { token: string; paths: [string, string][] }): Scrub {
+  const ids = new Map<string, string>()
+  const stable = (match: string, make: (n: number) => string) => {
+    const key = match.toLowerCase()
+    let placeholder = ids.get(key)
+    if (!placeholder) {
+      placeholder = make(ids.size + 1)
+      ids.set(key, placeholder)
+    }
+    return placeholder
+  }
+  const paths = secrets.paths.flatMap(([from, to]): [string, string][] => [
+    [from, to],
+    [from.replaceAll('/', '-'), to.replaceAll('/', '-')],
+  ])
+  return (text) => {
+    let out = text.split(secrets.token).join('<SESSION_TOKEN>')
+    for (const [from, to] of paths) out = out.split(from).join(to)
+    out = out.replace(KEY_RE, '<API_KEY>')
+    out = out.replace(UUID_RE, (match) => stable(match, (n) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`))
+    out = out.replace(HEX64_RE, '0'.repeat(64))
+    out = out.replace(OPENCODE_ID_RE, (match, prefix: string) => stable(match, (n) => `${prefix}_${String(n).padStart(26, '0')}`))
+    // Claude Code's per-request billing header: `cc_version=2.1.330.<nonce>; … cch=<hash>;`.
+    out = out.replace(/(cc_version=\d+\.\d+\.\d+)\.[0-9A-Za-z]+/g, '$1.000')
+    out = out.replace(/\bcch=[0-9A-Za-z]+/g, 'cch=00000')
+    return out
+  }
+}
+
+/** JSON value through the text scrubber (placeholders contain no JSON metacharacters). */
+function scrubJson<T>(value: T, scrub: Scrub): T {
+  return JSON.parse(scrub(JSON.stringify(value))) as T
+}
+
+const DROP_HEADERS = new Set(['host', 'content-length', 'connection', 'accept-encoding', 'transfer-encoding', 'keep-alive'])
+const AUTH_HEADERS: Record<string, string> = {
+  authorization: 'Bearer <SESSION_TOKEN>',
+  'x-api-key': '<SESSION_TOKEN>',
+  'x-goog-api-key': '<SESSION_TOKEN>',
+}
+
+function fixtureHeaders(headers: IncomingHttpHeaders, scrub: Scrub): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const name of Object.keys(headers).sort()) {
+    if (DROP_HEADERS.has(name)) continue
+    const raw = headers[name]
+    const value = Array.isArray(raw) ? raw.join(', ') : (raw ?? '')
+    out[name] = AUTH_HEADERS[name] ?? scrub(value)
+  }
+  return out
+}
+
+function scrubPath(path: string, token: string): string {
+  const url = new URL(path, 'http://edge.test')
+  if (url.searchParams.has('key')) url.searchParams.set('key', '<SESSION_TOKEN>')
+  return `${url.pathname.split(token).join('<SESSION_TOKEN>')}${url.search}`
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// One run.
+
+interface CompletionRecord {
+  seq: number
+  api: string
+  status: string
+  trainable: boolean
+  stream: boolean
+  model_requested: string
+  error: string | null
+  original_request: unknown
+  prompt_token_ids: number[]
+  response_token_ids: number[]
+}
+
+interface RunResult {
+  variant: string
+  harness: string
+  exitCode: number | null
+  signal: string | null
+  timedOut: boolean
+  seconds: number
+  calls: string[]
+  completions: number
+  apis: string[]
+  recordStatuses: string[]
+  /** Per call after the first: does its prompt start with the previous call's prompt + sampled ids? */
+  continuity: string[]
+  helloTxt: string | null
+  created: boolean
+  edgeErrors: string[]
+  fixtures: string[]
+  stderrTail: string
+  stdoutTail: string
+}
+
+function baseEnv(ctx: RunContext): Record<string, string> {
+  return {
+    HOME: ctx.home,
+    PATH: `${dirname(process.execPath)}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
+    LANG: 'C.UTF-8',
+    TERM: 'dumb',
+    NO_COLOR: '1',
+    USER: 'root',
+    SHELL: '/bin/bash',
+    NO_UPDATE_NOTIFIER: '1',
+  }
+}
+
+/** Token continuity between consecutive calls (side calls such as titles start a new conversation). */
+function continuity(previous: CompletionRecord, next: CompletionRecord): string {
+  const full = [...previous.prompt_token_ids, ...previous.response_token_ids]
+  let shared = 0
+  while (shared < full.length && shared < next.prompt_token_ids.length && full[shared] === next.prompt_token_ids[shared]) shared++
+  if (shared === full.length) return 'extends'
+  if (shared >= previous.prompt_token_ids.length) return `sampled ids differ at +${shared - previous.prompt_token_ids.length}`
+  return `new conversation (${shared} shared)`
+}
+
+function tail(path: string, chars = 1500): string {
+  try {
+    const text = readFileSync(path, 'utf8')
+    return text.length > chars ? `…${text.slice(-chars)}` : text
+  } catch {
+    return ''
+  }
+}
+
+function runChild(command: string, args: string[], cwd: string, env: Record<string, string>, logDir: string, timeoutMs: number) {
+  const out = openSync(join(logDir, 'stdout.txt'), 'w')
+  const err = openSync(join(logDir, 'stderr.txt'), 'w')
+  const started = Date.now()
+  const child: ChildProcess = spawn(command, args, { cwd, env, stdio: ['ignore', out, err], detached: true })
+  closeSync(out)
+  closeSync(err)
+  const killGroup = (signal: NodeJS.Signals) => {
+    if (child.pid === undefined) return
+    try {
+      process.kill(-child.pid, signal)
+    } catch {
+      // already gone
+    }
+  }
+  return new Promise<{ exitCode: number | null; signal: string | null; timedOut: boolean; seconds: number }>((resolve) => {
+    let timedOut = false
+    const timer = setTimeout(() => {
+      timedOut = true
+      killGroup('SIGTERM')
+      setTimeout(() => killGroup('SIGKILL'), 3_000).unref()
+    }, timeoutMs)
+    const finish = (exitCode: number | null, signal: string | null) => {
+      clearTimeout(timer)
+      // Leftover helpers in the harness's process group (servers, shells) go too.
+      killGroup('SIGKILL')
+      resolve({ exitCode, signal, timedOut, seconds: Math.round((Date.now() - started) / 100) / 10 })
+    }
+    child.once('error', (error) => {
+      writeFileSync(join(logDir, 'spawn-error.txt'), String(error))
+      finish(null, null)
+    })
+    child.once('exit', (code, signal) => finish(code, signal))
+  })
+}
+
+async function runVariant(variant: Variant, options: Options, edgeUrl: string, tap: Tap, fixtureRoot: string): Promise<RunResult> {
+  const runDir = join(options.runsDir, variant.id)
+  rmSync(runDir, { recursive: true, force: true })
+  const home = join(runDir, 'home')
+  const wd = join(runDir, 'wd')
+  mkdirSync(home, { recursive: true })
+  mkdirSync(wd, { recursive: true })
+
+  const admin = (path: string, init: RequestInit = {}) =>
+    fetch(`${edgeUrl}${path}`, { ...init, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' } })
+  const created = await admin('/v1/sessions', {
+    method: 'POST',
+    body: JSON.stringify({ task_id: `harness-${variant.id}`, metadata: { harness: variant.harness, variant: variant.id } }),
+  })
+  if (created.status !== 201) throw new Error(`create session: ${created.status} ${await created.text()}`)
+  const session = (await created.json()) as { session_id: string; token: string }
+
+  const ctx: RunContext = { origin: tap.url, token: session.token, home, wd, cliDir: options.cliDir }
+  const env = { ...baseEnv(ctx), ...variant.setup(ctx) }
+  const scrub = makeScrubber({
+    token: session.token,
+    paths: [
+      [wd, WD_PLACEHOLDER],
+      [home, HOME_PLACEHOLDER],
+      [runDir, RUN_PLACEHOLDER],
+      [options.runsDir, RUN_PLACEHOLDER],
+      [join(options.cliDir, 'node_modules'), '/usr/local/lib/node_modules'],
+      [tap.url, 'http://127.0.0.1:8787'],
+    ],
+  })
+
+  const firstEntry = tap.entries.length
+  const run = await runChild(variant.bin(options.cliDir), variant.args, wd, env, runDir, options.timeoutMs)
+  await new Promise((resolve) => setTimeout(resolve, 300))
+  const entries = tap.entries.slice(firstEntry)
+
+  let helloTxt: string | null = null
+  try {
+    helloTxt = readFileSync(join(wd, 'hello.txt'), 'utf8')
+  } catch {
+    // not created
+  }
+
+  const records: CompletionRecord[] = []
+  for (let after: number | null = -1; after !== null; ) {
+    const listed = await admin(`/v1/sessions/${session.session_id}/completions?after_seq=${after}`)
+    if (!listed.ok) throw new Error(`completions after ${after}: ${listed.status} ${await listed.text()}`)
+    const page = (await listed.json()) as { completions: CompletionRecord[]; next_after_seq: number | null }
+    records.push(...page.completions)
+    after = page.next_after_seq
+  }
+
+  writeJson(join(runDir, 'completions.json'), scrubJson(records, scrub))
+
+  // Fixtures: body from the record, path and headers from the tap entry that carried the same body.
+  const fixtures: string[] = []
+  const used = new Set<number>()
+  const planned: { folder: string; file: string; data: unknown }[] = []
+  records.forEach((record, index) => {
+    let match: TapEntry | undefined
+    entries.forEach((entry, entryIndex) => {
+      if (match || used.has(entryIndex) || entry.method !== 'POST') return
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(entry.body)
+      } catch {
+        return
+      }
+      if (isDeepStrictEqual(parsed, record.original_request)) {
+        match = entry
+        used.add(entryIndex)
+      }
+    })
+    const path = match ? scrubPath(match.path, session.token) : (DEFAULT_PATHS[record.api] ?? '/')
+    const headers = match ? fixtureHeaders(match.headers, scrub) : {}
+    const body = scrubJson(record.original_request, scrub)
+    planned.push({ folder: record.api, file: `${variant.id}-${FIXTURE_SCENARIO}.${index + 1}.request.json`, data: { path, headers, body } })
+  })
+  if (options.write && variant.fixtures !== false && planned.length > 0) {
+    const stale = new RegExp(`^${variant.id.replace(/[-]/g, '\\-')}-${FIXTURE_SCENARIO}\\.\\d+\\.request\\.json$`)
+    for (const folder of API_FOLDERS) {
+      const dir = join(fixtureRoot, folder, '__fixtures__')
+      if (!existsSync(dir)) continue
+      for (const file of readdirSync(dir)) if (stale.test(file)) rmSync(join(dir, file))
+    }
+    for (const { folder, file, data } of planned) {
+      const dir = join(fixtureRoot, folder, '__fixtures__')
+      mkdirSync(dir, { recursive: true })
+      writeFileSync(join(dir, file), `${JSON.stringify(data, null, 1)}\n`)
+      fixtures.push(`src/normalize/providers/${folder}/__fixtures__/${file}`)
+    }
+  }
+
+  // Edge answers ≥ 400, and 2xx streams that carry an error event: keep the (scrubbed) request for reproduction.
+  const edgeErrors: string[] = []
+  const failureDir = join(runDir, 'failures')
+  entries.forEach((entry, index) => {
+    const streamError = entry.status !== null && entry.status < 400 && STREAM_ERROR_RE.test(entry.answer)
+    // 426 to a WebSocket upgrade is the intended answer (Codex then uses HTTP POST).
+    const expected = entry.status === 426 && String(entry.headers.upgrade ?? '').toLowerCase() === 'websocket'
+    const failed = entry.error !== null && !entry.clientClosed
+    if (!failed && (expected || (entry.status !== null && entry.status < 400 && !streamError))) return
+    const answer = scrub(entry.answer)
+    // Keep the first few for reproduction; a harness stuck retrying would otherwise write thousands.
+    const file = edgeErrors.length < MAX_FAILURE_FILES ? join(failureDir, `${index}.json`) : 'not kept'
+    if (edgeErrors.length < MAX_FAILURE_FILES) {
+      let body: unknown = entry.body
+      try {
+        body = JSON.parse(entry.body)
+      } catch {}
+      mkdirSync(failureDir, { recursive: true })
+      writeJson(file, {
+        method: entry.method,
+        path: scrubPath(entry.path, session.token),
+        headers: fixtureHeaders(entry.headers, scrub),
+        body: typeof body === 'string' ? scrub(body) : scrubJson(body, scrub),
+        status: entry.status,
+        answer,
+        error: entry.error,
+      })
+    }
+    const shown = (streamError ? answer.slice(answer.search(STREAM_ERROR_RE)) : answer).replace(/\s+/g, ' ')
+    edgeErrors.push(
+      `${entry.method} ${scrubPath(entry.path, session.token)} → ${entry.status ?? 'no answer'}${streamError ? ' (error inside the stream)' : ''} ${shown.slice(0, 400)}${entry.error ? ` (${entry.error})` : ''} [${file}]`,
+    )
+  })
+
+  return {
+    variant: variant.id,
+    harness: variant.harness,
+    exitCode: run.exitCode,
+    signal: run.signal,
+    timedOut: run.timedOut,
+    seconds: run.seconds,
+    calls: entries.map(
+      (entry) =>
+        `${entry.method} ${scrubPath(entry.path, session.token)} ${entry.status ?? '-'}${entry.clientClosed ? ' (harness hung up first)' : ''}`,
+    ),
+    completions: records.length,
+    apis: [...new Set(records.map((record) => record.api))],
+    continuity: records.slice(1).map((record, index) => `${index + 1}→${index + 2} ${continuity(records[index]!, record)}`),
+    recordStatuses: records.map(
+      (record) => `${record.status}${record.trainable ? '' : '(untrainable)'}${record.error ? `: ${record.error}` : ''}`,
+    ),
+    helloTxt,
+    created: helloTxt !== null && helloTxt.trim() === 'hi',
+    edgeErrors,
+    fixtures,
+    stderrTail: scrub(tail(join(runDir, 'stderr.txt'))),
+    stdoutTail: scrub(tail(join(runDir, 'stdout.txt'), 600)),
+  }
+}
+
+async function inside(options: Options): Promise<number> {
+  const interfaces = Object.keys(networkInterfaces())
+  if (interfaces.some((name) => name !== 'lo'))
+    throw new Error(`refusing to run outside a loopback-only namespace (interfaces: ${interfaces.join(', ')})`)
+  const variants = options.only
+    ? VARIANTS.filter((variant) => options.only!.includes(variant.id) || options.only!.includes(variant.harness))
+    : VARIANTS
+  if (variants.length === 0)
+    throw new Error(`no variant matches --only ${options.only?.join(',')}; known: ${VARIANTS.map((v) => v.id).join(', ')}`)
+  mkdirSync(options.runsDir, { recursive: true })
+
+  const engine = await startEngine({ port: 0, seed: 7, maxModelLen: options.maxModelLen })
+  const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-harness-state-'))
+  const edge = await startEdge({
+    persistTo,
+    verbose: options.verbose,
+    vars: {
+      ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN,
+      ROLLGATE_SIGNING_KEY: 'record-signing-key',
+      ROLLGATE_UPSTREAM_URL: engine.url,
+      ROLLGATE_HEARTBEAT_MS: '1000',
+    },
+  })
+  const tap = await startTap(edge.url)
+  console.log(`engine ${engine.url}  edge ${edge.url}  tap ${tap.url}  runs ${options.runsDir}\n`)
+  const fixtureRoot = join(REPO_ROOT, 'src/normalize/providers')
+  const results: RunResult[] = []
+  try {
+    for (const variant of variants) {
+      process.stdout.write(`── ${variant.id} … `)
+      try {
+        const result = await runVariant(variant, options, edge.url, tap, fixtureRoot)
+        results.push(result)
+        printResult(result)
+      } catch (error) {
+        console.log(`harness run failed: ${(error as Error).stack ?? error}`)
+      }
+    }
+  } finally {
+    await tap.close()
+    await edge.stop()
+    await engine.close()
+    rmSync(persistTo, { recursive: true, force: true })
+  }
+  console.log('\nsummary')
+  for (const r of results) {
+    console.log(
+      `  ${r.variant.padEnd(19)} exit=${String(r.exitCode ?? r.signal).padEnd(4)}${r.timedOut ? ' (timeout)' : ''} calls=${r.calls.length} completions=${r.completions} apis=${r.apis.join('+') || '-'} hello.txt=${r.created ? 'hi ✓' : JSON.stringify(r.helloTxt)} edge≥400=${r.edgeErrors.length} fixtures=${r.fixtures.length}`,
+    )
+  }
+  writeJson(join(options.runsDir, 'summary.json'), results)
+  console.log(
+    JSON.stringify({
+      variants: results.length,
+      created: results.filter((r) => r.created).map((r) => r.variant),
+      edge_errors: results.reduce((n, r) => n + r.edgeErrors.length, 0),
+    }),
+  )
+  return 0
+}
+
+/** A list as is when short, else its distinct entries with counts (a harness stuck retrying makes thousands). */
+function brief(items: string[], separator: string, max = 12): string {
+  if (items.length <= max) return items.join(separator)
+  const counts = new Map<string, number>()
+  for (const item of items) counts.set(item, (counts.get(item) ?? 0) + 1)
+  return [...counts].map(([item, count]) => `${count}× ${item}`).join(separator)
+}
+
+function printResult(r: RunResult) {
+  console.log(`exit ${r.exitCode ?? r.signal}${r.timedOut ? ' (timed out)' : ''} in ${r.seconds} s`)
+  console.log(`   calls: ${brief(r.calls, ' | ') || 'none'}`)
+  console.log(`   captured: ${r.completions} (${r.apis.join(', ') || 'no API'}) ${brief(r.recordStatuses, '; ')}`)
+  if (r.continuity.length > 0)
+    console.log(
+      `   token continuity: ${brief(
+        r.continuity.map((c) => c.replace(/^\d+→\d+ /, r.continuity.length > 12 ? '' : '$&')),
+        ', ',
+      )}`,
+    )
+  console.log(
+    `   hello.txt: ${r.created ? 'created with "hi"' : r.helloTxt === null ? 'not created' : `content ${JSON.stringify(r.helloTxt)}`}`,
+  )
+  for (const error of r.edgeErrors.slice(0, 3)) console.log(`   edge error: ${error}`)
+  if (r.edgeErrors.length > 3) console.log(`   … ${r.edgeErrors.length - 3} more edge errors (see the run's failures/ folder)`)
+  for (const file of r.fixtures) console.log(`   fixture: ${file}`)
+  if (!r.created || r.exitCode !== 0) {
+    console.log(`   stdout: ${r.stdoutTail.trim().replace(/\n/g, '\n           ')}`)
+    console.log(`   stderr: ${r.stderrTail.trim().replace(/\n/g, '\n           ')}`)
+  }
+}
+
+const options = parseOptions(process.argv.slice(2))
+if (options.inside) process.exitCode = await inside(options)
+else process.exitCode = reexecInside(options, process.argv.slice(2))
