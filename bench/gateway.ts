@@ -7,14 +7,14 @@
  *
  * Last line: one JSON object with every figure.
  */
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
-import { REPO_ROOT, startEdge, stopChild } from '../scripts/lib/processes.ts'
+import { startEdge } from '../scripts/lib/processes.ts'
 import { chatBody } from './lib/chat-bodies.ts'
+import { startStub } from './lib/start-stub.ts'
 import { type LoadResult, runLoad } from './lib/load.ts'
 
 const ADMIN_TOKEN = 'bench-admin-token'
@@ -40,22 +40,6 @@ const { values } = parseArgs({
     sizes: { type: 'string', default: '2KB,54KB,524KB' },
   },
 })
-
-async function startStub(): Promise<{ url: string; stop(): Promise<void> }> {
-  const child = spawn(process.execPath, [join(REPO_ROOT, 'bench/lib/stub-upstream.ts'), '--port', '0'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  })
-  const port = await new Promise<number>((resolve, reject) => {
-    child.stdout.on('data', (chunk: Buffer) => {
-      const match = /listening (\d+)/.exec(chunk.toString())
-      if (match) resolve(Number(match[1]))
-    })
-    child.once('exit', () => reject(new Error('stub upstream exited')))
-  })
-  // Never leave the stub behind, even when the benchmark crashes.
-  process.once('exit', () => child.kill('SIGKILL'))
-  return { url: `http://127.0.0.1:${port}`, stop: () => stopChild(child) }
-}
 
 async function createSession(edgeUrl: string, upstreamUrl: string): Promise<string> {
   const response = await fetch(`${edgeUrl}/v1/sessions`, {
