@@ -160,6 +160,23 @@ describe('OpenAI chat through the edge', () => {
   })
 })
 
+describe('engine window', () => {
+  it('clamps an output budget larger than the engine window instead of relaying a 400 (Claude Code asks 128k)', async () => {
+    const response = await client.chat.completions.create({
+      model: 'gpt-harness',
+      messages: [SYSTEM, USER],
+      tools: TOOLS,
+      max_tokens: 128_000,
+    })
+    expect(response.choices[0]!.finish_reason).toBe('tool_calls')
+    const record = (await stack.completions(sessionId)).at(-1)!
+    const sent = record.provenance.sampling_params.max_tokens as number
+    expect(sent).toBeLessThan(32_768)
+    expect(sent).toBeGreaterThan(1000)
+    expect((record as unknown as { warnings: { code: string }[] }).warnings.map((w) => w.code)).toContain('max_tokens_clamped')
+  })
+})
+
 describe('upstream failures', () => {
   let failures: OpenAI
   let failureSession: string

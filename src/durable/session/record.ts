@@ -44,6 +44,8 @@ export interface UpstreamConfig {
   kind: UpstreamKind
   /** Model name sent upstream; null passes the harness's model through. */
   served_model: string | null
+  /** The engine's context window (vLLM `/v1/models` `max_model_len`); output budgets are clamped to fit. */
+  max_model_len?: number | null
 }
 
 export interface SessionConfig {

@@ -17,6 +17,40 @@ export interface EngineRequestOptions {
   kind: UpstreamKind
   /** Served model to send instead of the harness's model name; null keeps the harness's. */
   servedModel: string | null
+  /** The engine's context window, when known: output budgets that cannot fit are clamped. */
+  maxModelLen?: number | null
+  /** Size of the harness's body in characters: an upper bound for the prompt's token count × 3. */
+  promptChars?: number
+}
+
+/** Output-budget fields harnesses send (Claude Code asks for up to 128k, more than many engines hold). */
+const OUTPUT_BUDGET_KEYS = ['max_tokens', 'max_completion_tokens'] as const
+/** Never clamp below this: a prompt leaving less room is the engine's to refuse. */
+const MIN_OUTPUT_TOKENS = 256
+/** Characters per token assumed when bounding the prompt (code and JSON run ~3–4; lower is safer). */
+const CHARS_PER_TOKEN_FLOOR = 3
+/** Tokens the chat template adds that are not in the body (role markers, the tools preamble). */
+const TEMPLATE_OVERHEAD_TOKENS = 1024
+
+/**
+ * vLLM refuses `prompt + max_tokens > max_model_len` with a 400, which harnesses asking for huge budgets
+ * then retry forever. Clamp the budget to what can fit, bounding the prompt from above by its size.
+ */
+function clampOutputBudget(body: ChatRequest, options: EngineRequestOptions): void {
+  if (!options.maxModelLen || options.promptChars === undefined) return
+  const promptBound = Math.ceil(options.promptChars / CHARS_PER_TOKEN_FLOOR) + TEMPLATE_OVERHEAD_TOKENS
+  const room = Math.max(MIN_OUTPUT_TOKENS, options.maxModelLen - promptBound)
+  for (const key of OUTPUT_BUDGET_KEYS) {
+    const value = body[key]
+    if (typeof value === 'number' && value > room) body[key] = room
+  }
+}
+
+/** Output-budget fields the engine body changed, with their new values (for the splice and warnings). */
+export function clampedBudgets(request: ChatRequest, engineBody: ChatRequest): Record<string, unknown> {
+  const changed: Record<string, unknown> = {}
+  for (const key of OUTPUT_BUDGET_KEYS) if (engineBody[key] !== request[key]) changed[key] = engineBody[key]
+  return changed
 }
 
 /**
@@ -28,6 +62,7 @@ export function buildEngineRequest(request: ChatRequest, options: EngineRequestO
   const body: ChatRequest = { ...rest, ...ENGINE_CAPTURE_PARAMS[options.kind] }
   if (options.servedModel) body.model = options.servedModel
   if (options.kind === 'vllm') body.messages = renameReasoningForVllm(request.messages)
+  clampOutputBudget(body, options)
   return body
 }
 
@@ -58,7 +93,11 @@ export function engineRequestText(
   const untouched = source.request === source.body && engineBody.messages === source.request.messages
   const end = untouched ? source.text.lastIndexOf('}') : -1
   if (end < 0) return JSON.stringify(engineBody)
-  const overrides: Record<string, unknown> = { stream: false, ...ENGINE_CAPTURE_PARAMS[options.kind] }
+  const overrides: Record<string, unknown> = {
+    stream: false,
+    ...ENGINE_CAPTURE_PARAMS[options.kind],
+    ...clampedBudgets(source.request, engineBody),
+  }
   if ('stream_options' in source.request) overrides.stream_options = null
   if (options.servedModel) overrides.model = options.servedModel
   const appended = JSON.stringify(overrides).slice(1, -1)

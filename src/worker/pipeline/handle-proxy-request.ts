@@ -8,7 +8,7 @@
  * the engine call and the completion is recorded as `abandoned` (kept, never trainable).
  */
 import type { ProviderAdapter, ResponseContext } from '../../normalize/adapter.ts'
-import { buildEngineRequest, engineRequestText } from '../../normalize/engine/engine-request.ts'
+import { buildEngineRequest, clampedBudgets, engineRequestText } from '../../normalize/engine/engine-request.ts'
 import { SSE_HEADERS } from '../../normalize/sse.ts'
 import type { EdgeConfig } from '../config.ts'
 import { type UpstreamOutcome, callUpstream } from './call-upstream.ts'
@@ -46,8 +46,20 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   if (adapter.id === 'openai-responses') body = await resolvePreviousResponseBody(body, sessionCompletionLookup(access.stub))
   const parsed = adapter.parseRequest(body, url)
   const upstream = target.upstream
-  const engineOptions = { kind: upstream.kind, servedModel: upstream.served_model }
+  const engineOptions = {
+    kind: upstream.kind,
+    servedModel: upstream.served_model,
+    maxModelLen: upstream.max_model_len ?? null,
+    promptChars: originalText.length,
+  }
   const engineBody = buildEngineRequest(parsed.request, engineOptions)
+  const clamped = clampedBudgets(parsed.request, engineBody)
+  if (Object.keys(clamped).length > 0) {
+    parsed.warnings.push({
+      code: 'max_tokens_clamped',
+      message: `output budget ${JSON.stringify(clamped)} clamped to fit the engine's ${upstream.max_model_len}-token window`,
+    })
+  }
   const facts: CallFacts = {
     adapter,
     access,

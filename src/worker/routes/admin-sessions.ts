@@ -35,6 +35,7 @@ export const createSessionSchema = z.object({
       url: z.url({ protocol: /^https?$/ }).optional(),
       kind: upstreamKindSchema.optional(),
       served_model: z.string().min(1).nullable().optional(),
+      max_model_len: z.number().int().positive().optional(),
     })
     .optional(),
 })
@@ -47,17 +48,20 @@ function newSessionId(): string {
 }
 
 /** The engine's first served model (`GET /v1/models`), or null when it does not say in time. */
-async function discoverServedModel(upstreamUrl: string): Promise<string | null> {
+async function discoverServedModel(upstreamUrl: string): Promise<{ id: string | null; maxModelLen: number | null }> {
   try {
     const response = await fetch(`${upstreamUrl.replace(/\/v1$/, '')}/v1/models`, {
       signal: AbortSignal.timeout(MODEL_DISCOVERY_TIMEOUT_MS),
     })
-    if (!response.ok) return null
-    const body = (await response.json()) as { data?: { id?: unknown }[] }
-    const id = body.data?.[0]?.id
-    return typeof id === 'string' && id ? id : null
+    if (!response.ok) return { id: null, maxModelLen: null }
+    const body = (await response.json()) as { data?: { id?: unknown; max_model_len?: unknown }[] }
+    const model = body.data?.[0]
+    const id = typeof model?.id === 'string' && model.id ? model.id : null
+    const maxModelLen =
+      Number.isInteger(model?.max_model_len) && (model?.max_model_len as number) > 0 ? (model?.max_model_len as number) : null
+    return { id, maxModelLen }
   } catch {
-    return null
+    return { id: null, maxModelLen: null }
   }
 }
 
@@ -73,15 +77,20 @@ adminSessions.post('/', async (c) => {
   const upstreamUrl = (body.upstream?.url ?? config.upstreamUrl).replace(/\/+$/, '')
   const upstreamKind = body.upstream?.kind ?? config.upstreamKind
   let servedModel = body.upstream?.served_model === undefined ? config.servedModel : body.upstream.served_model
-  // RL proxies send the engine's served model, not the harness's slug (wire-protocols.md §7.7).
-  if (servedModel === null && body.upstream?.served_model === undefined && upstreamKind !== 'openai') {
-    servedModel = await discoverServedModel(upstreamUrl)
+  let maxModelLen = body.upstream?.max_model_len ?? null
+  // RL proxies send the engine's served model, not the harness's slug (wire-protocols.md §7.7); the
+  // engine's window lets the edge clamp output budgets harnesses over-ask for.
+  const discoverModel = servedModel === null && body.upstream?.served_model === undefined
+  if (upstreamKind !== 'openai' && (discoverModel || maxModelLen === null)) {
+    const discovered = await discoverServedModel(upstreamUrl)
+    if (discoverModel) servedModel = discovered.id
+    maxModelLen ??= discovered.maxModelLen
   }
   const sessionConfig: SessionConfig = {
     session_id: sessionId,
     task_id: body.task_id ?? null,
     created_at: new Date().toISOString(),
-    upstream: { url: upstreamUrl, kind: upstreamKind, served_model: servedModel },
+    upstream: { url: upstreamUrl, kind: upstreamKind, served_model: servedModel, max_model_len: maxModelLen },
     policy_version: body.policy_version ?? null,
     metadata: body.metadata ?? {},
   }

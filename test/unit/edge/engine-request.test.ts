@@ -1,0 +1,27 @@
+import { describe, expect, it } from 'vitest'
+import { buildEngineRequest, clampedBudgets, engineRequestText } from '../../../src/normalize/engine/engine-request.ts'
+import type { ChatRequest } from '../../../src/normalize/types.ts'
+
+const text = JSON.stringify({ model: 'claude', messages: [{ role: 'user', content: 'x'.repeat(3000) }], max_tokens: 128000, stream: true })
+const request = JSON.parse(text) as ChatRequest
+
+describe('engine request', () => {
+  it('clamps an output budget that cannot fit the engine window, bounding the prompt by its size', () => {
+    const options = { kind: 'vllm' as const, servedModel: 'Qwen/Qwen3-8B', maxModelLen: 32768, promptChars: text.length }
+    const body = buildEngineRequest(request, options)
+    const room = 32768 - Math.ceil(text.length / 3) - 1024
+    expect(body.max_tokens).toBe(room)
+    expect(clampedBudgets(request, body)).toEqual({ max_tokens: room })
+    // The spliced upstream text carries the clamp as a trailing override (last duplicate key wins).
+    const sent = JSON.parse(engineRequestText(body, { request, body: request, text }, options)) as Record<string, unknown>
+    expect(sent).toMatchObject({ max_tokens: room, stream: false, model: 'Qwen/Qwen3-8B', return_token_ids: true })
+  })
+
+  it('leaves budgets alone when they fit or the window is unknown', () => {
+    const small = { ...request, max_tokens: 1000 }
+    expect(buildEngineRequest(small, { kind: 'vllm', servedModel: null, maxModelLen: 32768, promptChars: text.length }).max_tokens).toBe(
+      1000,
+    )
+    expect(buildEngineRequest(request, { kind: 'vllm', servedModel: null }).max_tokens).toBe(128000)
+  })
+})
