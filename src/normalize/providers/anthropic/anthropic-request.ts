@@ -20,7 +20,7 @@
  *   `context_management`, `service_tier`, `container`, `output_config.effort`, `thinking.budget_tokens`.
  */
 import { RequestValidationError } from '../../adapter.ts'
-import type { ChatMessage, ChatRequest, ParsedRequest, TokenizeRequest, Warning } from '../../types.ts'
+import type { ChatMessage, ChatRequest, ParsedRequest, TokenizeRequest } from '../../types.ts'
 import { decodeThinkingSignature } from './anthropic-ids.ts'
 import {
   type AnthropicContentBlock,
@@ -31,20 +31,12 @@ import {
   anthropicRequestSchema,
   parseAnthropicWire,
 } from './anthropic-wire.ts'
+import { tokenizeRequestFor, Warnings } from '../../warnings.ts'
 
 const BILLING_HEADER_LINE = /^\s*x-anthropic-billing-header:[^\n]*(\n|$)/
 const TOOL_ERROR_PREFIX = '[Tool Error] '
 
 type ContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }
-
-class Warnings {
-  readonly list: Warning[] = []
-  add(code: string, message: string) {
-    if (!this.list.some((warning) => warning.code === code && warning.message === message)) {
-      this.list.push({ code, message })
-    }
-  }
-}
 
 export function parseAnthropicRequest(body: unknown): ParsedRequest {
   const wire = parseAnthropicWire(anthropicRequestSchema, body)
@@ -70,10 +62,7 @@ export function parseAnthropicRequest(body: unknown): ParsedRequest {
 export function parseAnthropicCountTokensRequest(body: unknown): TokenizeRequest {
   const wire = parseAnthropicWire(anthropicCountTokensSchema, body)
   const prompt = convertPrompt(wire, new Warnings())
-  const out: TokenizeRequest = { model: wire.model, messages: prompt.messages, add_generation_prompt: true }
-  if (prompt.tools) out.tools = prompt.tools
-  if (prompt.chat_template_kwargs) out.chat_template_kwargs = prompt.chat_template_kwargs
-  return out
+  return tokenizeRequestFor(wire.model, prompt)
 }
 
 interface ConvertedPrompt {

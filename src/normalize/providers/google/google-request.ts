@@ -18,7 +18,7 @@
  *   `thinkingConfig.includeThoughts` → `enable_thinking:true`, `thinkingBudget:0` → `false`.
  */
 import { RequestValidationError } from '../../adapter.ts'
-import type { ChatMessage, ChatRequest, ParsedRequest, TokenizeRequest, Warning } from '../../types.ts'
+import type { ChatMessage, ChatRequest, ParsedRequest, TokenizeRequest } from '../../types.ts'
 import { decodeThoughtSignature } from './google-ids.ts'
 import { toJsonSchema } from './google-json-schema.ts'
 import {
@@ -30,6 +30,7 @@ import {
   googleRequestSchema,
   parseGoogleWire,
 } from './google-wire.ts'
+import { tokenizeRequestFor, Warnings } from '../../warnings.ts'
 
 const GOOGLE_PATH = /\/models\/([^/:]+):(generateContent|streamGenerateContent|countTokens)\/?$/
 
@@ -41,15 +42,6 @@ export interface GoogleReplyOptions {
 
 type ContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }
 type ToolCall = { id: string; type: 'function'; function: { name: string; arguments: string } }
-
-class Warnings {
-  readonly list: Warning[] = []
-  add(code: string, message: string) {
-    if (!this.list.some((warning) => warning.code === code && warning.message === message)) {
-      this.list.push({ code, message })
-    }
-  }
-}
 
 export function googleTarget(url: URL): { model: string; action: string } | null {
   const match = GOOGLE_PATH.exec(url.pathname)
@@ -111,10 +103,7 @@ export function parseGoogleCountTokensRequest(body: unknown, url: URL): Tokenize
     throw new RequestValidationError('contents: at least one content is required', 'contents')
   }
   const prompt = convertPrompt(source, new Warnings())
-  const out: TokenizeRequest = { model: target?.model ?? 'unknown', messages: prompt.messages, add_generation_prompt: true }
-  if (prompt.tools) out.tools = prompt.tools
-  if (prompt.chat_template_kwargs) out.chat_template_kwargs = prompt.chat_template_kwargs
-  return out
+  return tokenizeRequestFor(target?.model ?? 'unknown', prompt)
 }
 
 interface ConvertedPrompt {

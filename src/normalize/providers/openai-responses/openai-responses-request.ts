@@ -18,7 +18,7 @@
  *   context is never dropped silently.
  */
 import { RequestValidationError } from '../../adapter.ts'
-import type { ChatMessage, ChatRequest, ParsedRequest, Warning } from '../../types.ts'
+import type { ChatMessage, ChatRequest, ParsedRequest } from '../../types.ts'
 import { decodeReasoningContent } from './openai-responses-ids.ts'
 import {
   type ResponsesContentPart,
@@ -28,6 +28,7 @@ import {
   parseResponsesWire,
   responsesRequestSchema,
 } from './openai-responses-wire.ts'
+import { Warnings } from '../../warnings.ts'
 
 /** Adapter-private data carried from the request to the answer (`ParsedRequest.responseOptions`). */
 export interface ResponsesReplyOptions {
@@ -39,15 +40,6 @@ export interface ResponsesReplyOptions {
 
 type ContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string; detail?: string } }
 type ToolCall = { id: string; type: 'function'; function: { name: string; arguments: string } }
-
-class Warnings {
-  readonly list: Warning[] = []
-  add(code: string, message: string) {
-    if (!this.list.some((warning) => warning.code === code && warning.message === message)) {
-      this.list.push({ code, message })
-    }
-  }
-}
 
 export function parseResponsesRequest(body: unknown): ParsedRequest {
   const wire = parseResponsesWire(responsesRequestSchema, body)
