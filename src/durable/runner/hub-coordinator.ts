@@ -182,8 +182,11 @@ export class HubCoordinator {
   /** Periodic checks: silent or long-disconnected runners, unacknowledged assignments, the queue. */
   async alarm(): Promise<void> {
     const { registry } = this.#deps
-    // What was due by the time this alarm was set for is due now (alarms never fire early in production).
-    const now = Math.max(this.#deps.now(), this.#nextAlarmAt() ?? 0)
+    // What was due by the time this alarm was armed for is due now (alarms never fire early in production, but a
+    // test may run one early). Clamp with the stored arming time, never with a deadline re-derived from the
+    // current state: after a restart that state has just started a fresh grace period (recoverAfterRestart),
+    // and an overdue alarm from before the restart must not end that grace the instant it starts.
+    const now = Math.max(this.#deps.now(), registry.armedAlarm() ?? 0)
     for (const runner of registry.runners()) {
       if (!this.#healthy(runner) && now - this.#lastSign(runner) >= this.#deps.graceMs) {
         await this.runnerLost(runner.runner_id, runner.connected ? 'heartbeat timeout' : 'did not reconnect')
@@ -409,7 +412,9 @@ export class HubCoordinator {
   }
 
   async #schedule(): Promise<void> {
-    await this.#deps.setAlarm(this.#nextAlarmAt())
+    const at = this.#nextAlarmAt()
+    this.#deps.registry.setArmedAlarm(at)
+    await this.#deps.setAlarm(at)
   }
 
   /** Earliest health check (last sign of life + grace) or acknowledgement deadline. */

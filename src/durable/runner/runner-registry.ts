@@ -39,6 +39,9 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX IF NOT EXISTS hub_sessions_queue ON hub_sessions (state, priority DESC, enqueued_at);
    CREATE INDEX IF NOT EXISTS hub_sessions_runner ON hub_sessions (runner_id);
    CREATE TABLE IF NOT EXISTS hub_tasks (task_id TEXT PRIMARY KEY, status TEXT NOT NULL, updated_at INTEGER NOT NULL);`,
+  // The time the hub's alarm was last armed for: an alarm that runs late (or after a restart) clamps its clock
+  // with this stored value, never with a deadline re-derived from state that a restart has since changed.
+  'CREATE TABLE IF NOT EXISTS hub_alarm (id INTEGER PRIMARY KEY CHECK (id = 1), armed_for INTEGER)',
 ]
 
 /** Task states kept for the overview (oldest dropped beyond this). */
@@ -136,6 +139,18 @@ export class RunnerRegistry {
   constructor(sql: Sql) {
     this.#sql = sql
     ensureHubSchema(sql)
+  }
+
+  // --- alarm ---
+
+  /** Remember the time the alarm is armed for (null: disarmed). */
+  setArmedAlarm(at: number | null): void {
+    this.#sql.run('INSERT INTO hub_alarm (id, armed_for) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET armed_for = excluded.armed_for', at)
+  }
+
+  /** The time the alarm was last armed for, as stored when arming. */
+  armedAlarm(): number | null {
+    return this.#sql.first<{ armed_for: number | null }>('SELECT armed_for FROM hub_alarm WHERE id = 1')?.armed_for ?? null
   }
 
   // --- runners ---
