@@ -1,0 +1,78 @@
+/**
+ * @module
+ * The runtime contract every sandbox backend implements (local bubblewrap, docker, apptainer).
+ * Polar's layout: the host session directory is mounted at `/polar/session` inside; commands run as
+ * `bash -lc <command>` with cwd = `cwd ?? spec.workdir ?? /polar/session`.
+ *
+ * The runner's stage pools only ever talk to this interface; backends live one per folder under
+ * `runner/runtime/<backend>/` and register in `runner/runtime/index.ts`.
+ */
+import type { RuntimeSpec } from '../../src/contract/rollout.ts'
+
+/** Inside every runtime. */
+export const SESSION_MOUNT = '/polar/session'
+
+export interface RuntimeCapabilities {
+  /** The sandbox can be cut off from every network but the forwarded edge port. */
+  isolatesNetwork: boolean
+  cpuLimits: boolean
+  memoryLimits: boolean
+  storageLimits: boolean
+  gpus: boolean
+}
+
+export interface ExecRequest {
+  command: string
+  cwd?: string | null
+  env?: Record<string, string> | null
+  /** Kill the command after this long; the result then has `timedOut: true` and `exitCode: -1`. */
+  timeoutMs?: number | null
+  /** Where stdout/stderr are teed (host paths); optional. */
+  stdoutPath?: string
+  stderrPath?: string
+  /** Aborting kills the command (cancel mid-exec). */
+  signal?: AbortSignal
+}
+
+export interface ExecResult {
+  exitCode: number
+  /** Tail of the output (bounded; the full text goes to stdoutPath/stderrPath when given). */
+  stdout: string
+  stderr: string
+  timedOut: boolean
+  cancelled: boolean
+  durationMs: number
+}
+
+export interface RuntimeContext {
+  sessionId: string
+  /** Host directory mounted at SESSION_MOUNT (created by the runner, with artifacts/ and logs/agent/). */
+  sessionDir: string
+  /**
+   * The edge as the sandbox must reach it: a loopback port inside the sandbox that the runtime
+   * forwards to `edgeUrl` (and nothing else). Runtimes that cannot isolate the network use it as is.
+   */
+  edgeUrl: string
+}
+
+export interface Runtime {
+  readonly backend: string
+  readonly capabilities: RuntimeCapabilities
+  /**
+   * The base URL harnesses inside this runtime must use to reach the edge (e.g. `http://127.0.0.1:<port>`
+   * of the forwarded port). Known after `start()`.
+   */
+  readonly edgeUrlInside: string
+  start(): Promise<void>
+  exec(request: ExecRequest): Promise<ExecResult>
+  /** Copy a host file or directory into the runtime (`target` is a path inside). */
+  upload(source: string, target: string): Promise<void>
+  /** Copy a file or directory out of the runtime to a host path. */
+  download(source: string, target: string): Promise<void>
+  /** Graceful end: stop processes, release resources. Idempotent. */
+  stop(): Promise<void>
+  /** Immediate end: kill whatever runs now, then stop. Idempotent; safe at any point, even during start(). */
+  cancel(): Promise<void>
+}
+
+export type RuntimeFactory = (spec: RuntimeSpec, context: RuntimeContext) => Runtime
