@@ -10,6 +10,9 @@ describe('runner protocol v1', () => {
       capacity: { max_init_workers: 1, max_run_workers: 1, max_postrun_workers: 1 },
     })
     expect(register).toMatchObject({ upstream: null, sessions: [], labels: {} })
+    expect(register).not.toHaveProperty('evaluators')
+    expect(runnerMessageSchema.parse({ ...register, evaluators: ['test_on_output'] })).toMatchObject({ evaluators: ['test_on_output'] })
+    expect(runnerMessageSchema.safeParse({ ...register, evaluators: [''] }).success).toBe(false)
     expect(runnerMessageSchema.safeParse({ type: 'heartbeat', metrics: { run_inflight: -1 } }).success).toBe(false)
     expect(runnerMessageSchema.safeParse({ type: 'nope' }).success).toBe(false)
     expect(runnerMessageSchema.parse({ type: 'session.finished', session_id: 's' })).toMatchObject({

@@ -102,6 +102,12 @@ export const runnerMessageSchema = z.discriminatedUnion('type', [
     /** Sessions still held after a reconnect, with their status (so none is re-dispatched or lost). */
     sessions: z.array(z.object({ session_id: z.string(), status: z.enum(['ASSIGNED', 'INITIALIZING', 'READY', 'RUNNING']) })).default([]),
     labels: z.record(z.string(), z.string()).default({}),
+    /**
+     * Runner-side evaluator strategies this runner can run (registry names, e.g. `test_on_output`).
+     * Omitted: not reported (the edge assumes nothing). The edge warns at submit when a task names a
+     * runner-side evaluator that no connected runner reports.
+     */
+    evaluators: z.array(z.string().min(1).max(256)).max(256).optional(),
   }),
   z.object({ type: z.literal('heartbeat'), metrics: stageMetricsSchema }),
   z.object({ type: z.literal('ack'), session_id: z.string(), accepted: z.boolean(), reason: z.string().nullable().default(null) }),
