@@ -1,6 +1,6 @@
 import { SELF } from 'cloudflare:test'
 import { describe, expect, it } from 'vitest'
-import { createSessionToken } from '../../src/worker/auth/session-token.ts'
+import { createSessionToken } from '../../src/contract/session-token.ts'
 
 const ADMIN = { authorization: 'Bearer test-admin-token', 'content-type': 'application/json' }
 const EDGE = 'https://edge.test'

@@ -12,7 +12,7 @@ import {
   RUNNER_PROTOCOL_VERSION,
   type RunnerMessageInput,
 } from '../../src/contract/runner-protocol.ts'
-import { createSessionToken } from '../../src/worker/auth/session-token.ts'
+import { createSessionToken } from '../../src/contract/session-token.ts'
 
 export const EDGE = 'https://edge.test'
 export const ADMIN = { authorization: 'Bearer test-admin-token', 'content-type': 'application/json' }

@@ -6,7 +6,7 @@
 import type { SessionConfig } from '../../durable/session/record.ts'
 import type { SessionRpc } from '../../durable/session/session-object.ts'
 import { presentedCredential } from '../auth/credentials.ts'
-import { verifySessionToken } from '../auth/session-token.ts'
+import { verifySessionToken } from '../../contract/session-token.ts'
 import type { EdgeConfig } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 

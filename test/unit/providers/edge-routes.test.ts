@@ -112,7 +112,7 @@ const post = (body: unknown, headers: Record<string, string>) => ({
 
 beforeAll(async () => {
   app = ((await import(`${WORKER}/app.ts`)) as { app: EdgeApp }).app
-  createSessionToken = ((await import(`${WORKER}/auth/session-token.ts`)) as { createSessionToken: typeof createSessionToken })
+  createSessionToken = ((await import(`${WORKER}/../contract/session-token.ts`)) as { createSessionToken: typeof createSessionToken })
     .createSessionToken
   token = await createSessionToken(SESSION_ID, SIGNING_KEY)
   vi.stubGlobal('fetch', fakeFetch)

@@ -8,7 +8,7 @@
  * `rgth1.<base64url(completionId)>.<base64url(reasoning)>`. A replayed thinking block's reasoning is
  * recovered byte for byte from its signature even when the client strips or rewrites the text.
  */
-import { base64UrlDecode, base64UrlEncode } from '../../base64url.ts'
+import { base64UrlDecode, base64UrlEncode } from '../../../contract/base64url.ts'
 
 const SIGNATURE_PREFIX = 'rgth1.'
 

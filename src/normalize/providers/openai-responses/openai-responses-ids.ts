@@ -7,7 +7,7 @@
  * `rgrs1.<base64url(completionId)>.<base64url(reasoning)>`. The reasoning text is recovered byte for
  * byte when Codex / opencode replay the item with `store:false`. Polar's `polar:` tokens are read too.
  */
-import { base64UrlDecode, base64UrlEncode } from '../../base64url.ts'
+import { base64UrlDecode, base64UrlEncode } from '../../../contract/base64url.ts'
 
 const ENCRYPTED_PREFIX = 'rgrs1.'
 const POLAR_PREFIX = 'polar:'

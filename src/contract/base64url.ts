@@ -1,7 +1,7 @@
 /**
  * @module
  * base64url (RFC 4648 §5, unpadded) for bytes and UTF-8 text: the self-describing ids and signatures
- * adapters issue, and session tokens.
+ * adapters issue, and session tokens (`session-token.ts`).
  */
 
 export function bytesToBase64Url(bytes: Uint8Array): string {
@@ -11,7 +11,7 @@ export function bytesToBase64Url(bytes: Uint8Array): string {
 }
 
 /** Strict: null unless the input is valid base64url. */
-export function base64UrlToBytes(encoded: string): Uint8Array | null {
+export function base64UrlToBytes(encoded: string): Uint8Array<ArrayBuffer> | null {
   if (!/^[A-Za-z0-9_-]*$/.test(encoded)) return null
   try {
     const binary = atob(encoded.replace(/-/g, '+').replace(/_/g, '/'))

@@ -4,7 +4,7 @@
  * verifies a token without a lookup; it is unguessable without the signing key, and names its session.
  */
 
-import { base64UrlToBytes, bytesToBase64Url } from '../../normalize/base64url.ts'
+import { base64UrlToBytes, bytesToBase64Url } from './base64url.ts'
 
 const TOKEN_PREFIX = 'rg_'
 const encoder = new TextEncoder()
