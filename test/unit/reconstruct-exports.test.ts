@@ -24,6 +24,7 @@ import {
 } from '../../src/reconstruct/index.ts'
 import { runCli } from '../../scripts/reconstruct.ts'
 import { makeRecord, withPreviousDeltas } from './reconstruct-support/records.ts'
+import { slimeFromDictSchema, slimeFullRowSchema } from './reconstruct-support/slime-sample.ts'
 
 const EOT = 99
 const records = withPreviousDeltas([
@@ -108,8 +109,9 @@ describe('slime / Miles samples', () => {
       loss_mask: [1, 1, 1, 0, 0, 1, 1, 1],
       rollout_log_probs: [-0.1, -0.2, -0.3, 0, 0, -0.5, -0.6, -0.7],
       reward: { score: 1 },
-      status: 'COMPLETED',
+      status: 'completed',
       session_id: 'sess-1',
+      remove_sample: false,
     })
     expect(sample?.metadata.polar).toMatchObject({
       trace_index: 0,
@@ -123,15 +125,40 @@ describe('slime / Miles samples', () => {
     const result = toSessionResult(merged())
     const statusOf = (trajectory: Trajectory) => toSlimeSamples({ ...result, trajectory }, { group_index: 0, trajectory_index: 0 })[0]
     const aborted = statusOf({ ...result.trajectory, status: 'TIMEOUT' })
-    expect(aborted?.status).toBe('ABORTED')
+    expect(aborted?.status).toBe('aborted')
     expect(aborted?.loss_mask.every((v) => v === 0)).toBe(true)
-    expect(statusOf({ ...result.trajectory, status: 'ERROR' })?.status).toBe('FAILED')
-    expect(statusOf({ ...result.trajectory, error: 'evaluator failed' })?.status).toBe('FAILED')
+    expect(statusOf({ ...result.trajectory, status: 'ERROR' })?.status).toBe('failed')
+    expect(statusOf({ ...result.trajectory, error: 'evaluator failed' })?.status).toBe('failed')
     const truncated = {
       ...result.trajectory,
       traces: result.trajectory.traces.map((t) => ({ ...t, finish_reason: 'length' })),
     }
-    expect(statusOf(truncated)?.status).toBe('TRUNCATED')
+    expect(statusOf(truncated)?.status).toBe('truncated')
+  })
+
+  it('rows load with slime Sample.from_dict semantics and spell out every Sample field', () => {
+    const result = toSessionResult(merged())
+    const rows = [
+      ...toSlimeSamples(result, { group_index: 0, trajectory_index: 0 }),
+      ...toSlimeSamples(
+        { ...result, status: 'TIMEOUT', trajectory: { ...result.trajectory, status: 'TIMEOUT' } },
+        { group_index: 0, trajectory_index: 1 },
+      ),
+      ...toSlimeSamples({ ...result, status: 'ERROR', error: 'x' }, { group_index: 0, trajectory_index: 2 }),
+      ...toSlimeSamples(result, { group_index: 0, trajectory_index: 3, max_tokens: 5 }),
+    ]
+    expect(rows.map((row) => row.status)).toEqual(['completed', 'aborted', 'failed', 'aborted'])
+    for (const row of rows) {
+      // Through JSON, as a JSONL reader sees it.
+      const parsed = JSON.parse(JSON.stringify(row))
+      expect(slimeFromDictSchema.safeParse(parsed).error).toBeUndefined()
+      expect(slimeFullRowSchema.safeParse(parsed).error).toBeUndefined()
+      expect(parsed.loss_mask).toHaveLength(parsed.response_length)
+      expect(parsed.rollout_log_probs).toHaveLength(parsed.response_length)
+    }
+    expect(rows[3]).toMatchObject({ remove_sample: true, weight_versions: [], spec_info: { spec_verify_ct: 0 } })
+    // The loader rejects Polar-era upper-case statuses.
+    expect(slimeFromDictSchema.safeParse({ ...rows[0], status: 'COMPLETED' }).success).toBe(false)
   })
 
   it('trainable trace without logprobs → RolloutLogprobError; not for failed ones', () => {
@@ -161,7 +188,7 @@ describe('slime / Miles samples', () => {
         tokens: [0, 0],
         loss_mask: [0],
         remove_sample: true,
-        status: 'ABORTED',
+        status: 'aborted',
         reward: { score: 0 },
       }),
     ])

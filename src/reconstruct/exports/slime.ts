@@ -3,14 +3,18 @@
  * slime / Miles `Sample` rows (Polar `slime_bridge/adapter.py::session_result_to_samples`, §18):
  * one sample per trace.
  * - `tokens = prompt_ids + response_ids`, `response_length = len(response_ids)`;
- * - `status`: trajectory/session `TIMEOUT` → `ABORTED`; `ERROR` or any error → `FAILED`;
- *   `finish_reason == "length"` → `TRUNCATED`; else `COMPLETED`;
- * - `loss_mask` from the trace (length validated), zeroed for `ABORTED`/`FAILED`;
+ * - `status` (slime's `Sample.Status` values, lower-case): trajectory/session `TIMEOUT` → `aborted`;
+ *   `ERROR` or any error → `failed`; `finish_reason == "length"` → `truncated`; else `completed`;
+ * - `loss_mask` from the trace (length validated), zeroed for `aborted`/`failed`;
  * - `rollout_log_probs` must exist and align for trainable samples, else `RolloutLogprobError`;
  * - `reward = {reward_key: trace.reward or 0}`; `group_id = index = trajectory index`;
  * - traces with empty tokens or longer than `max_tokens` are dropped; if none remain, one fully
  *   masked placeholder (`tokens [0, 0]`, `remove_sample: true`) is emitted.
  * Optional `advantages` (from `groupAdvantages`) are attached per sample as `advantage`.
+ *
+ * Rows carry every field of slime's `Sample` dataclass with its default (`remove_sample: false`,
+ * `weight_versions: []`, `spec_info`, `prefix_cache_info`, …), so `Sample.from_dict(row)` loads a
+ * row as it is; `group_id` and `advantage` are extra keys, which `from_dict` keeps as attributes.
  */
 import type { SessionResult, Trace } from '../../contract/trajectory.ts'
 
@@ -22,24 +26,88 @@ export class RolloutLogprobError extends Error {
   }
 }
 
-export type SlimeStatus = 'COMPLETED' | 'TRUNCATED' | 'ABORTED' | 'FAILED'
+/** slime `Sample.Status` values (`pending` is never emitted: every row is a finished sample). */
+export type SlimeStatus = 'completed' | 'truncated' | 'aborted' | 'failed'
 
 export interface SlimeSample {
   group_index: number
   index: number
   prompt: Record<string, unknown>[] | string
   tokens: number[]
+  multimodal_inputs: null
+  multimodal_train_inputs: null
   response: string
   response_length: number
-  group_id: number
+  label: null
   reward: Record<string, number>
   loss_mask: number[]
+  weight_versions: string[]
   rollout_log_probs: number[]
+  rollout_routed_experts: null
+  remove_sample: boolean
+  teacher_log_probs: null
   status: SlimeStatus
-  session_id: string
-  remove_sample?: boolean
-  advantage?: number
   metadata: { polar: Record<string, unknown> }
+  generate_function_path: null
+  train_metadata: null
+  session_id: string
+  non_generation_time: number
+  spec_info: { spec_accept_token_num: 0; spec_draft_token_num: 0; spec_verify_ct: 0; completion_token_num: 0 }
+  prefix_cache_info: { cached_tokens: 0; total_prompt_tokens: 0 }
+  /** Extra key (a `Sample` attribute after `from_dict`): the trajectory index, as Polar's bridge sets it. */
+  group_id: number
+  advantage?: number
+}
+
+/** The fields Rollgate fills; the rest take slime's defaults. */
+type SampleFields = Pick<
+  SlimeSample,
+  | 'group_index'
+  | 'index'
+  | 'prompt'
+  | 'tokens'
+  | 'response'
+  | 'response_length'
+  | 'reward'
+  | 'loss_mask'
+  | 'rollout_log_probs'
+  | 'status'
+  | 'metadata'
+  | 'session_id'
+  | 'group_id'
+  | 'advantage'
+> & { remove_sample?: boolean }
+
+/** A row with slime's defaults for every `Sample` field Rollgate does not fill. */
+function sampleRow(fields: SampleFields): SlimeSample {
+  return {
+    group_index: fields.group_index,
+    index: fields.index,
+    prompt: fields.prompt,
+    tokens: fields.tokens,
+    multimodal_inputs: null,
+    multimodal_train_inputs: null,
+    response: fields.response,
+    response_length: fields.response_length,
+    label: null,
+    reward: fields.reward,
+    loss_mask: fields.loss_mask,
+    weight_versions: [],
+    rollout_log_probs: fields.rollout_log_probs,
+    rollout_routed_experts: null,
+    remove_sample: fields.remove_sample ?? false,
+    teacher_log_probs: null,
+    status: fields.status,
+    metadata: fields.metadata,
+    generate_function_path: null,
+    train_metadata: null,
+    session_id: fields.session_id,
+    non_generation_time: 0,
+    spec_info: { spec_accept_token_num: 0, spec_draft_token_num: 0, spec_verify_ct: 0, completion_token_num: 0 },
+    prefix_cache_info: { cached_tokens: 0, total_prompt_tokens: 0 },
+    group_id: fields.group_id,
+    ...(fields.advantage === undefined ? {} : { advantage: fields.advantage }),
+  }
 }
 
 export interface SlimeOptions {
@@ -88,12 +156,12 @@ export function messagesToText(messages: readonly Record<string, unknown>[]): st
 
 export function slimeStatus(result: SessionResult, trace: Trace): SlimeStatus {
   const trajectory = result.trajectory
-  if (trajectory.status === 'TIMEOUT' || result.status === 'TIMEOUT') return 'ABORTED'
+  if (trajectory.status === 'TIMEOUT' || result.status === 'TIMEOUT') return 'aborted'
   if (trajectory.status === 'ERROR' || result.status === 'ERROR' || result.error !== null || trajectory.error !== null) {
-    return 'FAILED'
+    return 'failed'
   }
-  if (trace.finish_reason === 'length') return 'TRUNCATED'
-  return 'COMPLETED'
+  if (trace.finish_reason === 'length') return 'truncated'
+  return 'completed'
 }
 
 function polarMetadata(result: SessionResult, traceIndex: number, trace: Trace | null) {
@@ -123,7 +191,7 @@ export function toSlimeSamples(result: SessionResult, options: SlimeOptions): Sl
     const total = trace.prompt_ids.length + responseLength
     if (options.max_tokens != null && total > options.max_tokens) return
     const status = slimeStatus(result, trace)
-    const trainable = status !== 'ABORTED' && status !== 'FAILED'
+    const trainable = status !== 'aborted' && status !== 'failed'
     const where = `Session ${result.session_id} trace ${traceIndex}`
     let lossMask: number[]
     if (trace.loss_mask.length === 0) {
@@ -147,7 +215,8 @@ export function toSlimeSamples(result: SessionResult, options: SlimeOptions): Sl
     } else {
       logprobs = [...recorded]
     }
-    const sample: SlimeSample = {
+    const advantage = options.advantages?.[traceIndex]
+    const sample = sampleRow({
       group_index: options.group_index,
       index: options.trajectory_index,
       prompt: trace.prompt_messages.length > 0 ? trace.prompt_messages : '',
@@ -161,14 +230,13 @@ export function toSlimeSamples(result: SessionResult, options: SlimeOptions): Sl
       status,
       session_id: result.session_id,
       metadata: { polar: polarMetadata(result, traceIndex, trace) },
-    }
-    const advantage = options.advantages?.[traceIndex]
-    if (advantage !== undefined) sample.advantage = advantage
+      ...(advantage === undefined ? {} : { advantage }),
+    })
     samples.push(sample)
   })
   if (samples.length > 0) return samples
   return [
-    {
+    sampleRow({
       group_index: options.group_index,
       index: options.trajectory_index,
       prompt: '',
@@ -179,10 +247,10 @@ export function toSlimeSamples(result: SessionResult, options: SlimeOptions): Sl
       reward: { [rewardKey]: 0 },
       loss_mask: [0],
       rollout_log_probs: [0],
-      status: 'ABORTED',
+      status: 'aborted',
       session_id: result.session_id,
       remove_sample: true,
       metadata: { polar: polarMetadata(result, -1, null) },
-    },
+    }),
   ]
 }
