@@ -1,0 +1,87 @@
+/**
+ * @module
+ * `rollgate submit [file]`: submit a TaskRequest (from a JSON file, `-` for stdin, or flags), then follow
+ * it with live progress until every session resolved. Exit 0 when the task completed with at least one
+ * usable session, 1 otherwise (`--no-wait` returns right after the submit).
+ */
+import { readFileSync } from 'node:fs'
+import { type Command, Option } from 'commander'
+import type { TaskRequestInput } from '../../src/contract/rollout.ts'
+import { action, type CommonOptions, EXIT, edgeClient, output, UsageError, withEdgeOptions } from '../lib/common-options.ts'
+import { watchTask } from '../lib/task-watch.ts'
+
+interface SubmitOptions extends CommonOptions {
+  taskId?: string
+  instruction?: string
+  harness?: string
+  samples: string
+  builder: string
+  wait: boolean
+  timeout?: string
+}
+
+/** The TaskRequest from a file (or stdin) with flags layered over it. */
+export function taskFromInputs(file: string | undefined, options: SubmitOptions): TaskRequestInput {
+  let task: Record<string, unknown> = {}
+  if (file) {
+    const text = file === '-' ? readFileSync(0, 'utf8') : readFileSync(file, 'utf8')
+    try {
+      task = JSON.parse(text) as Record<string, unknown>
+    } catch (error) {
+      throw new UsageError(`${file} is not JSON: ${(error as Error).message}`)
+    }
+  }
+  if (options.taskId) task.task_id = options.taskId
+  if (options.instruction) task.instruction = options.instruction
+  if (options.harness) task.agent = { ...((task.agent as object) ?? {}), harness: options.harness }
+  if (options.samples !== undefined && (file === undefined || options.samples !== '1')) {
+    const samples = Number(options.samples)
+    if (!Number.isInteger(samples) || samples < 1) throw new UsageError('--samples must be a positive integer')
+    if (file === undefined || task.num_samples === undefined) task.num_samples = samples
+  }
+  if (!task.builder) task.builder = { strategy: options.builder }
+  if (!task.task_id) task.task_id = `task-${Date.now().toString(36)}`
+  if (!task.instruction) throw new UsageError('a task needs an instruction (--instruction or a TaskRequest file)')
+  if (!task.agent) throw new UsageError('a task needs an agent (--harness or a TaskRequest file)')
+  return task as unknown as TaskRequestInput
+}
+
+export function register(program: Command): void {
+  withEdgeOptions(
+    program
+      .command('submit')
+      .description('submit a TaskRequest and follow it until done')
+      .argument('[file]', 'TaskRequest JSON file (- for stdin)')
+      .option('--task-id <id>', 'task id (default: generated)')
+      .option('--instruction <text>', 'instruction (overrides the file)')
+      .option('--harness <name>', 'agent harness (codex, claude_code, gemini_cli, qwen_code, opencode, pi, shell)')
+      .option('--samples <n>', 'num_samples', '1')
+      .addOption(new Option('--builder <name>', 'trajectory builder').choices(['prefix_merging', 'per_request']).default('prefix_merging'))
+      .option('--no-wait', 'return right after the submit')
+      .option('--timeout <seconds>', 'stop following after this long (the task goes on)'),
+  ).action(
+    action(async (file: string | undefined, options: SubmitOptions) => {
+      const client = edgeClient(options)
+      const task = taskFromInputs(file, options)
+      const submitted = await client.submitTask(task)
+      for (const warning of submitted.warnings ?? []) process.stderr.write(`warning: ${warning}\n`)
+      if (!options.wait) {
+        output(options, submitted, () => `submitted ${submitted.task_id}`)
+        return EXIT.ok
+      }
+      const final = await watchTask(client, submitted.task_id, {
+        ...(options.timeout ? { timeoutMs: Number(options.timeout) * 1000 } : {}),
+      })
+      output(options, final, () => {
+        const lines = [`task ${final.task_id}: ${final.status} (${final.usable_sessions}/${final.total_sessions} usable)`]
+        for (const result of final.results) {
+          lines.push(
+            `  ${result.session_id}  ${result.status.padEnd(9)}  reward ${result.trajectory.traces[0]?.reward ?? '—'}  traces ${result.trajectory.traces.length}`,
+          )
+        }
+        return lines.join('\n')
+      })
+      return final.status === 'completed' && final.usable_sessions > 0 ? EXIT.ok : EXIT.failed
+    }),
+  )
+}

@@ -1,0 +1,137 @@
+/**
+ * @module
+ * A small typed client of the edge's admin and rollout API, shared by the `rollgate` commands and the
+ * demo. Errors carry the edge's own message (`{error: {message}}` in OpenAI shape) and the HTTP status.
+ */
+import type { RolloutStatus, TaskRequestInput, TaskStatus } from '../../src/contract/rollout.ts'
+
+export class EdgeError extends Error {
+  readonly status: number
+  readonly body: unknown
+  constructor(status: number, message: string, body: unknown) {
+    super(message)
+    this.name = 'EdgeError'
+    this.status = status
+    this.body = body
+  }
+}
+
+export interface EdgeClientOptions {
+  edge: string
+  adminToken: string
+  /** Per-request timeout (default 60 s). */
+  timeoutMs?: number
+}
+
+export interface GateStatus {
+  paused: boolean
+  inflight: number
+  policy_version: string | number | null
+  [key: string]: unknown
+}
+
+export class EdgeClient {
+  readonly edge: string
+  readonly #token: string
+  readonly #timeoutMs: number
+
+  constructor(options: EdgeClientOptions) {
+    this.edge = options.edge.replace(/\/+$/, '')
+    this.#token = options.adminToken
+    this.#timeoutMs = options.timeoutMs ?? 60_000
+  }
+
+  /** Raw request with the admin bearer; throws EdgeError on a non-2xx answer. */
+  async request(method: string, path: string, body?: unknown, accept = 'application/json'): Promise<Response> {
+    let response: Response
+    try {
+      response = await fetch(`${this.edge}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.#token}`,
+          accept,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(this.#timeoutMs),
+      })
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message
+      throw new EdgeError(0, `edge unreachable at ${this.edge} (${cause})`, null)
+    }
+    if (!response.ok) {
+      const text = await response.text()
+      let parsed: unknown = text
+      try {
+        parsed = JSON.parse(text)
+      } catch {}
+      const message = (parsed as { error?: { message?: string } })?.error?.message ?? (text.slice(0, 300) || response.statusText)
+      throw new EdgeError(response.status, `${method} ${path} → ${response.status}: ${message}`, parsed)
+    }
+    return response
+  }
+
+  async json<T>(method: string, path: string, body?: unknown): Promise<T> {
+    return (await (await this.request(method, path, body)).json()) as T
+  }
+
+  submitTask(task: TaskRequestInput): Promise<{ task_id: string; status: string; warnings?: string[] }> {
+    return this.json('POST', '/rollout/task/submit', task)
+  }
+
+  taskStatus(taskId: string, results = true): Promise<TaskStatus> {
+    return this.json('GET', `/rollout/task/${encodeURIComponent(taskId)}${results ? '' : '?results=false'}`)
+  }
+
+  cancelTask(taskId: string): Promise<Record<string, unknown>> {
+    return this.json('DELETE', `/rollout/task/${encodeURIComponent(taskId)}`)
+  }
+
+  rolloutStatus(): Promise<RolloutStatus> {
+    return this.json('GET', '/rollout/status')
+  }
+
+  session(sessionId: string): Promise<Record<string, unknown>> {
+    return this.json('GET', `/v1/sessions/${encodeURIComponent(sessionId)}`)
+  }
+
+  /** Every completion record of a session, page by page. */
+  async *completions(sessionId: string, pageSize = 100): AsyncGenerator<Record<string, unknown>> {
+    let after: number | null = null
+    for (;;) {
+      const query = new URLSearchParams({ limit: String(pageSize) })
+      if (after !== null) query.set('after_seq', String(after))
+      const page = await this.json<{ completions: Record<string, unknown>[]; next_after_seq?: number | null }>(
+        'GET',
+        `/v1/sessions/${encodeURIComponent(sessionId)}/completions?${query}`,
+      )
+      for (const record of page.completions) yield record
+      if (page.next_after_seq === undefined || page.next_after_seq === null || page.completions.length === 0) return
+      after = page.next_after_seq
+    }
+  }
+
+  /** A trajectory or export as the edge renders it (JSON or NDJSON text). */
+  async exportText(sessionId: string, options: { builder: string; format: string; config?: Record<string, unknown> }): Promise<string> {
+    const query = new URLSearchParams({ builder: options.builder, format: options.format })
+    if (options.config) query.set('config', JSON.stringify(options.config))
+    const response = await this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/trajectory?${query}`, undefined, '*/*')
+    return response.text()
+  }
+
+  gateStatus(): Promise<GateStatus> {
+    return this.json('GET', '/admin/inference/status')
+  }
+
+  pause(timeoutSeconds: number, policyVersion?: string | number): Promise<GateStatus> {
+    return this.json(
+      'POST',
+      `/admin/inference/pause?timeout_seconds=${timeoutSeconds}`,
+      policyVersion === undefined ? {} : { policy_version: policyVersion },
+    )
+  }
+
+  resume(policyVersion?: string | number): Promise<GateStatus> {
+    return this.json('POST', '/admin/inference/resume', policyVersion === undefined ? {} : { policy_version: policyVersion })
+  }
+}

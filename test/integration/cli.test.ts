@@ -1,0 +1,205 @@
+/**
+ * The `rollgate` CLI against a running stack: the edge under `wrangler dev`, the stand-in engine and a
+ * scripted runner over a real WebSocket. Every command runs as its own process; `--json` output is parsed
+ * and checked, and the failure paths' exit codes are asserted.
+ */
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import OpenAI from 'openai'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { RolloutStatus, TaskStatus } from '../../src/contract/rollout.ts'
+import type { SessionAssignment } from '../../src/contract/runner-protocol.ts'
+import { type EngineHandle, startEngine } from '../../engine/server.ts'
+import { type EdgeProcess, freePort, startEdge } from '../../scripts/lib/processes.ts'
+import { RunnerClient } from '../support/runner-client.ts'
+import { eventually } from '../support/stack.ts'
+
+const ADMIN_TOKEN = 'cli-admin-token'
+const RUNNER_TOKEN = 'cli-runner-token'
+const CLI = join(import.meta.dirname, '../../cli/rollgate.ts')
+
+let engine: EngineHandle
+let edge: EdgeProcess
+let persistTo: string
+let runner: RunnerClient
+let scratch: string
+
+interface Run {
+  code: number | null
+  stdout: string
+  stderr: string
+}
+
+/** Run the CLI as a process (env: edge URL and admin token, so flags stay short). */
+function rollgate(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    env: { ...process.env, ROLLGATE_EDGE_URL: edge.url, ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString()
+  })
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString()
+  })
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })))
+}
+
+/** Walk one assignment through the stages with one real model call, then finish it with a reward. */
+async function runOne(taskId: string, reward: number): Promise<SessionAssignment> {
+  const session = await runner.take(taskId)
+  await eventually(async () => {
+    const response = await fetch(`${edge.url}/rollout/session/${session.session_id}`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    })
+    expect(((await response.json()) as { status: string }).status).toBe('RUNNING')
+  })
+  const client = new OpenAI({ baseURL: session.base_urls.openai, apiKey: session.token, maxRetries: 0 })
+  await client.chat.completions.create({ model: 'Qwen/Qwen3-8B', messages: [{ role: 'user', content: 'create hello.txt containing hi' }] })
+  runner.send({
+    type: 'session.finished',
+    session_id: session.session_id,
+    agent_result: { status: 'completed', return_code: 0 },
+    eval_result: { outcome_reward: reward, metadata: {} },
+  })
+  runner.held.delete(session.session_id)
+  return session
+}
+
+beforeAll(async () => {
+  engine = await startEngine({ seed: 3 })
+  persistTo = mkdtempSync(join(tmpdir(), 'rollgate-cli-itest-'))
+  scratch = mkdtempSync(join(tmpdir(), 'rollgate-cli-out-'))
+  edge = await startEdge({
+    persistTo,
+    vars: {
+      ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN,
+      ROLLGATE_SIGNING_KEY: 'cli-signing-key',
+      ROLLGATE_RUNNER_TOKEN: RUNNER_TOKEN,
+      ROLLGATE_UPSTREAM_URL: engine.url,
+      ROLLGATE_SERVED_MODEL: 'Qwen/Qwen3-8B',
+    },
+  })
+  runner = new RunnerClient({ edgeUrl: edge.url, token: RUNNER_TOKEN, runnerId: 'cli-runner', engineUrl: null })
+  await runner.start()
+})
+
+afterAll(async () => {
+  await runner?.shutdown()
+  await edge?.stop()
+  await engine?.close()
+  rmSync(persistTo, { recursive: true, force: true })
+  rmSync(scratch, { recursive: true, force: true })
+})
+
+describe('rollgate CLI', () => {
+  it('submit follows a task to the end; status, sessions, export, pause and resume read it back', async () => {
+    const taskFile = join(scratch, 'task.json')
+    writeFileSync(
+      taskFile,
+      JSON.stringify({
+        task_id: 'cli-task-1',
+        instruction: 'create hello.txt containing hi',
+        num_samples: 2,
+        agent: { harness: 'shell', custom_shell: { command: 'echo {instruction}' } },
+        builder: { strategy: 'prefix_merging' },
+      }),
+    )
+    const submitted = rollgate(['submit', taskFile, '--json'])
+    const sessions = [await runOne('cli-task-1', 1), await runOne('cli-task-1', 0)]
+    const submit = await submitted
+    expect(submit.stderr).not.toContain('Error')
+    expect(submit.code).toBe(0)
+    const final = JSON.parse(submit.stdout) as TaskStatus
+    expect(final.status).toBe('completed')
+    expect(final.results.map((result) => result.session_id).sort()).toEqual(sessions.map((s) => s.session_id).sort())
+    // JSON lines of progress went to stderr (not a TTY), never to stdout.
+    const progress = submit.stderr
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { task_id: string; completed: number })
+    expect(progress.at(-1)).toMatchObject({ task_id: 'cli-task-1', completed: 2 })
+
+    const overview = await rollgate(['status', '--json'])
+    expect(overview.code).toBe(0)
+    const status = JSON.parse(overview.stdout) as RolloutStatus & { inference: { paused: boolean } }
+    expect(status.tasks['cli-task-1']).toBe('completed')
+    expect(status.nodes.nodes.map((node) => node.node_id)).toContain('cli-runner')
+    expect(status.inference.paused).toBe(false)
+
+    const one = JSON.parse((await rollgate(['status', 'cli-task-1', '--json'])).stdout) as TaskStatus
+    expect(one).toMatchObject({ task_id: 'cli-task-1', total_sessions: 2, completed_sessions: 2 })
+
+    const list = JSON.parse((await rollgate(['sessions', 'cli-task-1', '--json'])).stdout) as { session_id: string; status: string }[]
+    expect(list.map((session) => session.status)).toEqual(['COMPLETED', 'COMPLETED'])
+
+    const detail = JSON.parse((await rollgate(['sessions', '--session', sessions[0]!.session_id, '--json'])).stdout) as {
+      completions: { seq: number; api: string; status: string; response_tokens: number }[]
+    }
+    expect(detail.completions).toHaveLength(1)
+    expect(detail.completions[0]).toMatchObject({ seq: 0, api: 'openai-chat', status: 'ok' })
+    expect(detail.completions[0]!.response_tokens).toBeGreaterThan(0)
+
+    const out = join(scratch, 'sft.jsonl')
+    const exported = await rollgate(['export', '--task', 'cli-task-1', '--format', 'sft-tokens', '--out', out])
+    expect(exported.code).toBe(0)
+    const rows = readFileSync(out, 'utf8').trim().split('\n')
+    expect(rows).toHaveLength(2)
+    for (const row of rows) expect(Object.keys(JSON.parse(row) as object).length).toBeGreaterThan(0)
+
+    const trajectory = await rollgate(['export', sessions[0]!.session_id, '--format', 'trajectory'])
+    expect((JSON.parse(trajectory.stdout) as { traces: unknown[] }).traces.length).toBeGreaterThan(0)
+
+    const paused = await rollgate(['pause', '--policy-version', '7', '--timeout', '5', '--json'])
+    expect(paused.code).toBe(0)
+    expect(JSON.parse(paused.stdout)).toMatchObject({ paused: true, policy_version: '7' })
+    const resumed = await rollgate(['resume', '--policy-version', '8', '--json'])
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ paused: false, policy_version: '8' })
+  })
+
+  it('exit codes: a failed task 1, bad input 2, a refused or unreachable edge 3', async () => {
+    const failing = rollgate(['submit', '--task-id', 'cli-task-2', '--instruction', 'x', '--harness', 'shell', '--json'], {})
+    // `shell` needs custom_shell: the edge refuses the TaskRequest with a 400 naming the field.
+    const refused = await failing
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toContain('custom_shell')
+
+    const unfinished = rollgate(['submit', '-', '--json'])
+    expect((await unfinished).code).toBe(2)
+
+    const wrongToken = await rollgate(['status', '--json'], { ROLLGATE_ADMIN_TOKEN: 'wrong' })
+    expect(wrongToken.code).toBe(3)
+    expect(wrongToken.stderr).toContain('401')
+
+    const port = await freePort()
+    const unreachable = await rollgate(['status', '--edge', `http://127.0.0.1:${port}`])
+    expect(unreachable.code).toBe(3)
+    expect(unreachable.stderr).toContain(`edge unreachable at http://127.0.0.1:${port}`)
+
+    const unknown = await rollgate(['status', 'no-such-task', '--json'])
+    expect(unknown.code).toBe(3)
+    expect(unknown.stderr).toContain('404')
+
+    // A task whose every session errors: submit exits 1.
+    const file = join(scratch, 'task-2.json')
+    writeFileSync(
+      file,
+      JSON.stringify({
+        task_id: 'cli-task-3',
+        instruction: 'x',
+        agent: { harness: 'shell', custom_shell: { command: 'false' } },
+      }),
+    )
+    const submitted = rollgate(['submit', file, '--json'])
+    const session = await runner.take('cli-task-3')
+    runner.finish(session.session_id, { status: 'failed', return_code: 1, error: 'harness exited 1' })
+    const failed = await submitted
+    expect(failed.code).toBe(1)
+    const final = JSON.parse(failed.stdout) as TaskStatus
+    expect(final.usable_sessions).toBe(0)
+  })
+})
