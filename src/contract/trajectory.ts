@@ -29,6 +29,11 @@ export const traceSchema = z
     finish_reason: z.string().nullable().default(null),
     response_logprobs: z.array(z.number()).nullable().default(null),
     reward: z.number().nullable().default(null),
+    /**
+     * Newer Polar: the named parts of `reward` (e.g. `{tests: 1, format: 0.5}`) when the evaluator
+     * scores by components; `{}` otherwise.
+     */
+    reward_components: z.record(z.string(), z.number()).default({}),
     metadata: metadataSchema.default({}),
   })
   .superRefine((trace, ctx) => {
@@ -73,6 +78,11 @@ export type Trajectory = z.infer<typeof trajectorySchema>
 export const evalResultSchema = z.object({
   outcome_reward: z.number().nullable().default(null),
   trace_rewards: z.array(z.number().nullable()).nullable().default(null),
+  /**
+   * Rollgate: the named parts of the outcome reward, copied to every trace's `reward_components`
+   * (an evaluator that scores by components). Null/omitted: traces keep `{}`.
+   */
+  reward_components: z.record(z.string(), z.number()).nullable().optional(),
   metadata: metadataSchema.default({}),
 })
 export type EvalResult = z.infer<typeof evalResultSchema>

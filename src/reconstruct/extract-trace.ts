@@ -64,6 +64,7 @@ export function traceFromRecord(record: CompletionRecord): Trace {
     finish_reason: record.finish_reason,
     response_logprobs: alignedLogprobs(record)?.slice() ?? null,
     reward: null,
+    reward_components: {},
     metadata: { ...record.metadata, ...recordIdentity(record) },
   }
 }

@@ -130,6 +130,7 @@ function finalizeChain(
     finish_reason: last.finish_reason,
     response_logprobs: finalizeLogprobs(slots, lossMask),
     reward: null,
+    reward_components: {},
     metadata: {
       ...first.metadata,
       completion_metadata: chain.slice(0, kept).map((record) => ({ ...record.metadata })),

@@ -4,7 +4,10 @@
  * - `trace_rewards` given: exactly one entry per trace, else the trajectory becomes `ERROR` with a
  *   clear error and no reward is assigned;
  * - otherwise a non-null `outcome_reward` is broadcast to every trace;
- * - `metadata.evaluation = {strategy, outcome_reward, trace_rewards, ...eval metadata}`.
+ * - `metadata.evaluation = {strategy, outcome_reward, trace_rewards, ...eval metadata}`;
+ * - `reward_components` (an evaluator that scores by components) are copied to every trace's
+ *   `reward_components` and recorded in `metadata.evaluation.reward_components`; without them
+ *   traces keep `{}`.
  */
 import type { EvalResult, Trajectory } from '../contract/trajectory.ts'
 
@@ -19,8 +22,12 @@ export function applyEvalResult(trajectory: Trajectory, evalResult: EvalResult, 
     outcome_reward: evalResult.outcome_reward,
     trace_rewards: evalResult.trace_rewards,
     ...evalResult.metadata,
+    ...(evalResult.reward_components ? { reward_components: evalResult.reward_components } : {}),
   }
   const metadata = { ...trajectory.metadata, evaluation }
+  const components = evalResult.reward_components ?? null
+  const withComponents = (trace: Trajectory['traces'][number]) =>
+    components === null ? trace : { ...trace, reward_components: { ...components } }
   const traceRewards = evalResult.trace_rewards
   if (traceRewards !== null) {
     if (traceRewards.length !== trajectory.traces.length) {
@@ -35,7 +42,7 @@ export function applyEvalResult(trajectory: Trajectory, evalResult: EvalResult, 
       ...trajectory,
       metadata,
       traces: trajectory.traces.map((trace, index) => ({
-        ...trace,
+        ...withComponents(trace),
         reward: traceRewards[index] ?? null,
       })),
     }
@@ -45,8 +52,8 @@ export function applyEvalResult(trajectory: Trajectory, evalResult: EvalResult, 
     return {
       ...trajectory,
       metadata,
-      traces: trajectory.traces.map((trace) => ({ ...trace, reward: outcome })),
+      traces: trajectory.traces.map((trace) => ({ ...withComponents(trace), reward: outcome })),
     }
   }
-  return { ...trajectory, metadata }
+  return { ...trajectory, metadata, traces: trajectory.traces.map(withComponents) }
 }

@@ -354,6 +354,7 @@ export function finalizeSegment(segment: Segment, chainSegmentIndex: number): Tr
     finish_reason: last.finish_reason,
     response_logprobs: hasLogprobs ? logprobs : null,
     reward: null,
+    reward_components: {},
     metadata: {
       ...first.metadata,
       completion_metadata: segment.turns.map((turn) => ({ ...turn.record.metadata })),

@@ -15,6 +15,7 @@ const trace = (reward: number | null, mask: number[] = [1]) => ({
   finish_reason: 'stop',
   response_logprobs: null,
   reward,
+  reward_components: {},
   metadata: {},
 })
 const trajectory = (rewards: (number | null)[], status: Trajectory['status'] = 'COMPLETED'): Trajectory => ({
@@ -66,6 +67,21 @@ describe('applyEvalResult', () => {
       outcome_reward: null,
       trace_rewards: null,
     })
+  })
+})
+
+describe('reward components', () => {
+  it('traces default to {}; component scores are copied to every trace and recorded', () => {
+    expect(trajectorySchema.parse({ status: 'COMPLETED', traces: [{}] }).traces[0]?.reward_components).toEqual({})
+    const plain = applyEvalResult(trajectory([null]), evalResult({ outcome_reward: 1 }))
+    expect(plain.traces[0]?.reward_components).toEqual({})
+    const parts = { tests: 1, format: 0.5 }
+    const scored = applyEvalResult(trajectory([null, null]), evalResult({ outcome_reward: 0.75, reward_components: parts }))
+    expect(scored.traces.map((t) => t.reward_components)).toEqual([parts, parts])
+    expect(scored.metadata.evaluation).toMatchObject({ reward_components: parts })
+    const perTrace = applyEvalResult(trajectory([null]), evalResult({ trace_rewards: [0.2], reward_components: parts }))
+    expect(perTrace.traces[0]).toMatchObject({ reward: 0.2, reward_components: parts })
+    expect(trajectorySchema.parse(scored)).toBeTruthy()
   })
 })
 
