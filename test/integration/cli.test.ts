@@ -202,4 +202,49 @@ describe('rollgate CLI', () => {
     const final = JSON.parse(failed.stdout) as TaskStatus
     expect(final.usable_sessions).toBe(0)
   })
+
+  it('replay re-drives a recorded session (chat, Messages, Responses with previous_response_id) and diffs its tokens', async () => {
+    const created = (await (
+      await fetch(`${edge.url}/v1/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: '{}',
+      })
+    ).json()) as { session_id: string; token: string }
+    const base = `${edge.url}/s/${created.token}`
+    const post = async (path: string, body: unknown) => {
+      const response = await fetch(`${base}${path}`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      })
+      expect(response.status).toBe(200)
+      return (await response.json()) as { id: string }
+    }
+    await post('/v1/chat/completions', { model: 'Qwen/Qwen3-8B', messages: [{ role: 'user', content: 'create hello.txt containing hi' }] })
+    await post('/v1/messages', { model: 'Qwen/Qwen3-8B', max_tokens: 64, messages: [{ role: 'user', content: 'say hi' }] })
+    const first = await post('/v1/responses', { model: 'Qwen/Qwen3-8B', input: 'say hi' })
+    await post('/v1/responses', { model: 'Qwen/Qwen3-8B', input: 'and again', previous_response_id: first.id })
+
+    const replay = await rollgate(['replay', created.session_id, '--strict', '--json'])
+    expect(replay.stderr).toBe('')
+    expect(replay.code).toBe(0)
+    const summary = JSON.parse(replay.stdout) as { calls: number; prompts_equal: number; responses_equal: number; replay_session: string }
+    expect(summary).toMatchObject({ calls: 4, prompts_equal: 4, responses_equal: 4 })
+    expect(summary.replay_session).not.toBe(created.session_id)
+
+    // A dump whose recorded prompt differs from what the edge captures now: named, exit 1.
+    const dump = (await (
+      await fetch(`${edge.url}/v1/sessions/${created.session_id}/completions`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    ).json()) as { completions: { prompt_token_ids: number[] }[] }
+    dump.completions[1]!.prompt_token_ids[3] = 0
+    const file = join(scratch, 'records.json')
+    writeFileSync(file, JSON.stringify(dump))
+    const tampered = await rollgate(['replay', '--records', file, '--json'])
+    expect(tampered.code).toBe(1)
+    const diffs = (JSON.parse(tampered.stdout) as { diffs: { seq: number; prompt_equal: boolean; prompt_divergence: number | null }[] })
+      .diffs
+    expect(diffs.map((diff) => diff.prompt_equal)).toEqual([true, false, true, true])
+    expect(diffs[1]!.prompt_divergence).toBe(3)
+  })
 })
