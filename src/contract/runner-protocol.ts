@@ -4,8 +4,9 @@
  * both directions are validated with `z.discriminatedUnion('type', …)`. Runtime-neutral (zod only):
  * the edge's runner hub and any runner (Node, Python via the JSON schema) share it.
  *
- * Lifecycle: the runner connects to `GET /runners/connect?runner_id=<id>` with its runner token,
- * sends `register` (capacity, served model, sessions it still holds after a reconnect), then
+ * Lifecycle: the runner connects to `GET /runners/connect?runner_id=<id>` with its runner token (and,
+ * after its first registration, its per-runner secret in `x-rollgate-runner-secret`), sends
+ * `register` (capacity, served model, sessions it still holds after a reconnect), then
  * `heartbeat` with stage metrics every `heartbeat_interval_ms`. The edge sends `assign`; the runner
  * answers `ack`, reports `session.status` (INITIALIZING → READY → RUNNING) and `session.finished`.
  *
@@ -25,6 +26,14 @@ export const RUNNER_PROTOCOL_VERSION = 1
  * grow text up to 6× (`\u00XX`), so 128 Ki characters keeps even a worst-case frame under it.
  */
 export const TUNNEL_CHUNK_CHARS = 128 * 1024
+/**
+ * Runner identity: the shared runner token only enrols. The first connection of a runner id gets a
+ * per-runner secret once, in `registered.runner_secret`; every later connection of that id must send
+ * it in this header (checked before the WebSocket is accepted: wrong or missing → HTTP 401, and a
+ * live connection of that id stays).
+ */
+export const RUNNER_SECRET_HEADER = 'x-rollgate-runner-secret'
+
 /** Close codes the edge uses (4000–4999 are application codes). */
 export const RUNNER_CLOSE = {
   normal: 1000,
@@ -150,6 +159,11 @@ export const edgeMessageSchema = z.discriminatedUnion('type', [
     keep: z.array(z.string()),
     /** Reported sessions the edge no longer assigns to this runner: stop them. */
     drop: z.array(z.string()),
+    /**
+     * Sent once, on the registration that enrolled this runner id: the per-runner secret every later
+     * connection must present in `x-rollgate-runner-secret` (`RUNNER_SECRET_HEADER`). Keep it durably.
+     */
+    runner_secret: z.string().optional(),
   }),
   z.object({ type: z.literal('assign'), session: sessionAssignmentSchema }),
   z.object({ type: z.literal('cancel'), session_id: z.string(), reason: z.string() }),

@@ -261,6 +261,71 @@ describe('rollout with runners over WebSockets', () => {
     expect(result!.trajectory.traces.map((trace) => trace.response_ids)).toEqual(before.map((record) => record.response_token_ids))
   })
 
+  it('a second client with the shared token cannot take over a runner id; only the holder can finish and score', async () => {
+    const owner = await runner('victim')
+    expect(owner.secret).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    await submit({
+      task_id: 'it-task-takeover',
+      instruction: 'create hello.txt containing hi',
+      agent: { harness: 'qwen_code' },
+      builder: { strategy: 'per_request' },
+      evaluator: { strategy: 'hidden_tests' },
+    })
+    const session = await owner.take('it-task-takeover')
+    await waitStatus(session.session_id, 'RUNNING')
+
+    // The impostor holds the shared runner token (one compromised host) but not victim's secret.
+    for (const secret of [undefined, 'guessed-secret']) {
+      const impostor = new RunnerClient({
+        edgeUrl: edge.url,
+        token: RUNNER_TOKEN,
+        runnerId: 'victim',
+        engineUrl: engine.url,
+        reconnect: false,
+        ...(secret ? { secret } : {}),
+      })
+      await expect(impostor.start()).rejects.toThrow(/HTTP 401/)
+      await impostor.shutdown()
+    }
+    // The real victim was not touched: same connection, still RUNNING, still answering its session's calls.
+    expect(owner.connected).toBe(true)
+    expect(owner.stats.connects).toBe(1)
+    expect(owner.received.some((message) => message.type === 'cancel')).toBe(false)
+    expect(await sessionInfo(session.session_id)).toMatchObject({ status: 'RUNNING', runner_id: 'victim' })
+    await harness(session).chat.completions.create({ model: 'm', messages: MESSAGES })
+    expect(owner.stats.tunnelRequests).toBe(1)
+
+    // A runner under its own id cannot finish or score a session it does not hold.
+    const mallory = await runner('mallory')
+    mallory.send({
+      type: 'session.finished',
+      session_id: session.session_id,
+      agent_result: { status: 'completed', return_code: 0 },
+      eval_result: { outcome_reward: 999 },
+    })
+    mallory.send({ type: 'session.status', session_id: session.session_id, status: 'READY' })
+    await mallory.next('cancel', (message) => message.session_id === session.session_id)
+    expect((await sessionInfo(session.session_id)).status).toBe('RUNNING')
+
+    owner.send({
+      type: 'session.finished',
+      session_id: session.session_id,
+      agent_result: { status: 'completed', return_code: 0 },
+      eval_result: { outcome_reward: 0.25 },
+    })
+    owner.held.delete(session.session_id)
+    const done = await eventually(async () => {
+      const status = await task('it-task-takeover')
+      expect(status.status).toBe('completed')
+      return status
+    }, 15_000)
+    const [result] = done.results
+    expect(result).toMatchObject({ status: 'COMPLETED', node_id: 'victim' })
+    expect(result!.trajectory.traces.map((trace) => trace.reward)).toEqual([0.25])
+    await mallory.shutdown()
+    await owner.shutdown()
+  })
+
   it('an edge restart mid-task loses no session and no completion', async () => {
     const steady = await runner('steady', { max_init_workers: 1, max_run_workers: 1, max_postrun_workers: 1 })
     await submit({

@@ -13,6 +13,7 @@ import {
   type EdgeMessage,
   edgeMessageSchema,
   RUNNER_PROTOCOL_VERSION,
+  RUNNER_SECRET_HEADER,
   type RunnerCapacity,
   type RunnerMessageInput,
   type SessionAssignment,
@@ -37,6 +38,8 @@ export interface RunnerClientOptions {
   servedModel?: string
   /** Reconnect after an unexpected close (default true). */
   reconnect?: boolean
+  /** The per-runner secret from an earlier enrolment (kept from `registered.runner_secret` otherwise). */
+  secret?: string
 }
 
 export class RunnerClient {
@@ -54,9 +57,12 @@ export class RunnerClient {
   #bodies = new Map<string, { method: string; path: string; headers: Record<string, string>; body: string; timeoutMs: number }>()
   #stopped = false
   #reconnects = 0
+  /** The per-runner secret: sent on every connection once the edge minted it. */
+  secret: string | null
 
   constructor(options: RunnerClientOptions) {
     this.options = options
+    this.secret = options.secret ?? null
   }
 
   /** Connect and register; resolves once the edge answered `registered`. */
@@ -170,12 +176,23 @@ export class RunnerClient {
 
   async #open(): Promise<void> {
     const url = `${this.options.edgeUrl.replace(/^http/, 'ws')}/runners/connect?runner_id=${encodeURIComponent(this.options.runnerId)}`
-    const ws = new WebSocket(url, { headers: { authorization: `Bearer ${this.options.token}` } })
+    const ws = new WebSocket(url, {
+      headers: { authorization: `Bearer ${this.options.token}`, ...(this.secret ? { [RUNNER_SECRET_HEADER]: this.secret } : {}) },
+    })
     this.#ws = ws
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve())
       ws.once('error', reject)
-      ws.once('unexpected-response', (_request, response) => reject(new Error(`connect: HTTP ${response.statusCode}`)))
+      ws.once('unexpected-response', (request, response) => {
+        let body = ''
+        response.on('data', (chunk: Buffer) => {
+          body += chunk.toString()
+        })
+        response.on('end', () => {
+          request.destroy()
+          reject(Object.assign(new Error(`connect: HTTP ${response.statusCode} ${body}`), { status: response.statusCode }))
+        })
+      })
     })
     this.stats.connects++
     ws.on('message', (data) => this.#onMessage(String(data)))
@@ -219,6 +236,7 @@ export class RunnerClient {
     this.received.push(message)
     switch (message.type) {
       case 'registered':
+        if (message.runner_secret) this.secret = message.runner_secret
         for (const sessionId of message.drop) this.held.delete(sessionId)
         this.#startHeartbeat(message.heartbeat_interval_ms)
         break

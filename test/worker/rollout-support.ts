@@ -10,6 +10,7 @@ import {
   type EdgeMessage,
   edgeMessageSchema,
   RUNNER_PROTOCOL_VERSION,
+  RUNNER_SECRET_HEADER,
   type RunnerMessageInput,
 } from '../../src/contract/runner-protocol.ts'
 import { createSessionToken } from '../../src/contract/session-token.ts'
@@ -18,6 +19,8 @@ export const EDGE = 'https://edge.test'
 export const ADMIN = { authorization: 'Bearer test-admin-token', 'content-type': 'application/json' }
 export const RUNNER_TOKEN = 'test-runner-token'
 const WAIT_MS = 5_000
+/** Per-runner secrets the edge minted at enrolment (as a runner keeps them in its state dir). */
+export const runnerSecrets = new Map<string, string>()
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))
@@ -102,20 +105,28 @@ export class TestRunner {
   readonly #bodies = new Map<string, TunnelCall>()
   #tunnel: TunnelHandler | null = null
   closed = false
+  closeCode: number | null = null
 
   private constructor(runnerId: string, ws: WebSocket) {
     this.runnerId = runnerId
     this.ws = ws
     ws.addEventListener('message', (event) => this.#onMessage(String(event.data)))
-    ws.addEventListener('close', () => {
+    ws.addEventListener('close', (event) => {
+      this.closeCode = event.code
       this.closed = true
       this.#wake()
     })
   }
 
-  static async connect(runnerId: string, token = RUNNER_TOKEN): Promise<TestRunner> {
+  /** Open a runner connection; sends the runner's stored secret (`secret` overrides; null sends none). */
+  static async connect(runnerId: string, token = RUNNER_TOKEN, secret: string | null | undefined = undefined): Promise<TestRunner> {
+    const presented = secret === undefined ? runnerSecrets.get(runnerId) : secret
     const res = await SELF.fetch(`${EDGE}/runners/connect?runner_id=${runnerId}`, {
-      headers: { upgrade: 'websocket', authorization: `Bearer ${token}` },
+      headers: {
+        upgrade: 'websocket',
+        authorization: `Bearer ${token}`,
+        ...(presented ? { [RUNNER_SECRET_HEADER]: presented } : {}),
+      },
     })
     const ws = res.webSocket
     if (res.status !== 101 || !ws) throw new Error(`connect ${res.status}: ${await res.text()}`)
@@ -190,6 +201,7 @@ export class TestRunner {
   #onMessage(text: string): void {
     const message = edgeMessageSchema.parse(JSON.parse(text))
     this.received.push(message)
+    if (message.type === 'registered' && message.runner_secret) runnerSecrets.set(this.runnerId, message.runner_secret)
     if (message.type === 'tunnel.request' || message.type === 'tunnel.body') {
       this.#onTunnel(message)
       return

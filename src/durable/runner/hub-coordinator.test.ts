@@ -14,6 +14,7 @@ import { Sql, type SqlExecutor, type SqlRow, type SqlValue } from '../session/sq
 import type { LifecycleOutcome } from '../session/session-lifecycle.ts'
 import { EventBus } from './event-bus.ts'
 import { HubCoordinator, type HubDeps, type SessionHubPort } from './hub-coordinator.ts'
+import { RunnerCredentials } from './runner-credentials.ts'
 import { RunnerRegistry } from './runner-registry.ts'
 import type { DispatchTicket } from './dispatch-types.ts'
 
@@ -56,8 +57,10 @@ function incarnation(db: DatabaseSync, clock: { now: number }, sockets: Set<stri
       return ok
     },
   })
+  const sql = new Sql(sqliteExecutor(db))
   const deps: HubDeps = {
-    registry: new RunnerRegistry(new Sql(sqliteExecutor(db))),
+    registry: new RunnerRegistry(sql),
+    credentials: new RunnerCredentials(sql),
     bus: new EventBus(),
     session: port,
     send: (_runnerId, message) => {

@@ -25,6 +25,7 @@ import type { LifecycleOutcome, RunnerUpstream } from '../session/session-lifecy
 import { pickRunner } from './dispatch-score.ts'
 import type { DispatchTicket } from './dispatch-types.ts'
 import type { EventBus } from './event-bus.ts'
+import type { RunnerCredentials } from './runner-credentials.ts'
 import { type HubSession, OCCUPYING, type RunnerRegistry, type RunnerRow } from './runner-registry.ts'
 
 /** A runner must acknowledge an assignment within this long. */
@@ -50,6 +51,8 @@ export interface SessionHubPort {
 
 export interface HubDeps {
   registry: RunnerRegistry
+  /** Per-runner secrets: the registration that enrols a runner id mints one. */
+  credentials: RunnerCredentials
   bus: EventBus
   session(sessionId: string): SessionHubPort
   send(runnerId: string, message: EdgeMessage): boolean
@@ -124,9 +127,13 @@ export class HubCoordinator {
 
   // --- from runners ---
 
-  async onMessage(runnerId: string, message: RunnerMessage, registered: boolean): Promise<{ registered: boolean }> {
+  /**
+   * One control message of a runner's connection. `enrolling`: the connection was accepted without a
+   * per-runner secret because the id had none; its successful registration mints one.
+   */
+  async onMessage(runnerId: string, message: RunnerMessage, registered: boolean, enrolling = false): Promise<{ registered: boolean }> {
     const { registry } = this.#deps
-    if (message.type === 'register') return { registered: await this.#register(runnerId, message) }
+    if (message.type === 'register') return { registered: await this.#register(runnerId, message, enrolling) }
     if (!registered) {
       this.#deps.send(runnerId, { type: 'error', message: 'send register first' })
       this.#deps.close(runnerId, RUNNER_CLOSE.protocol, 'not registered')
@@ -296,7 +303,7 @@ export class HubCoordinator {
     return { ...ticket.spec, token, base_urls, env, route }
   }
 
-  async #register(runnerId: string, message: Extract<RunnerMessage, { type: 'register' }>): Promise<boolean> {
+  async #register(runnerId: string, message: Extract<RunnerMessage, { type: 'register' }>, enrolling: boolean): Promise<boolean> {
     const { registry } = this.#deps
     if (message.protocol_version !== RUNNER_PROTOCOL_VERSION) {
       this.#deps.send(runnerId, {
@@ -311,6 +318,8 @@ export class HubCoordinator {
       this.#deps.close(runnerId, RUNNER_CLOSE.protocol, 'runner id mismatch')
       return false
     }
+    // Enrolment: mint the runner's secret now that the registration is valid (sent once, below).
+    const runnerSecret = enrolling ? await this.#deps.credentials.mint(runnerId, this.#deps.now()) : undefined
     registry.upsertRunner(runnerId, message.capacity, message.upstream, message.labels, this.#deps.now())
     const reported = new Map(message.sessions.map((entry) => [entry.session_id, entry.status]))
     const keep: string[] = []
@@ -335,6 +344,7 @@ export class HubCoordinator {
       heartbeat_interval_ms: this.#deps.heartbeatIntervalMs,
       keep,
       drop,
+      ...(runnerSecret === undefined ? {} : { runner_secret: runnerSecret }),
     })
     this.#event({ type: 'runner.registered', runner_id: runnerId, at: this.#iso() })
     await this.pump()

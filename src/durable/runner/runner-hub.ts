@@ -7,16 +7,28 @@
  *
  * Internal routes (reached through `stub.fetch` from the Worker, which authenticates first):
  * `GET /connect?runner_id=` (WebSocket upgrade), `ANY /tunnel/<runner_id>/<engine path>`, `GET /events`.
+ *
+ * Runner identity (`runner-credentials.ts`): the Worker checks the shared runner token; this object
+ * checks the per-runner secret before accepting a socket or touching a live one. An enrolled id
+ * without the right secret → 401 (the live connection stays); an id connected but not enrolled yet →
+ * 409; an id with no credential → accepted, and its registration mints the secret.
  */
 import { DurableObject } from 'cloudflare:workers'
 import type { RolloutEvent, RolloutStatus } from '../../contract/rollout.ts'
-import { type EdgeMessage, RUNNER_CLOSE, type RunnerMessage, runnerMessageSchema } from '../../contract/runner-protocol.ts'
+import {
+  type EdgeMessage,
+  RUNNER_CLOSE,
+  RUNNER_SECRET_HEADER,
+  type RunnerMessage,
+  runnerMessageSchema,
+} from '../../contract/runner-protocol.ts'
 import type { TaskStatusValue } from '../../contract/trajectory.ts'
 import { createSessionToken } from '../../contract/session-token.ts'
 import { Sql } from '../session/sql.ts'
 import type { DispatchTicket } from './dispatch-types.ts'
 import { DEFAULT_STREAM_MS, EventBus, MAX_STREAM_MS } from './event-bus.ts'
 import { HEALTH_FACTOR, HubCoordinator, type SessionHubPort } from './hub-coordinator.ts'
+import { RunnerCredentials } from './runner-credentials.ts'
 import { RunnerRegistry } from './runner-registry.ts'
 import { TUNNEL_TIMEOUT_HEADER, TunnelRequests } from './tunnel.ts'
 
@@ -29,6 +41,8 @@ const RUNNER_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/
 interface Attachment {
   runner_id: string
   registered: boolean
+  /** Accepted without a secret (the id had none): the registration mints one. */
+  enrolling?: boolean
 }
 
 export interface RunnerHubRpc {
@@ -38,6 +52,7 @@ export interface RunnerHubRpc {
   taskState(taskId: string, status: TaskStatusValue): Promise<void>
   status(): Promise<RolloutStatus>
   drain(runnerId: string): Promise<boolean>
+  forgetCredential(runnerId: string): Promise<boolean>
   fetch(request: Request): Promise<Response>
 }
 
@@ -52,6 +67,7 @@ function jsonError(status: number, message: string): Response {
 
 export class RunnerHub extends DurableObject<Env> {
   readonly #coordinator: HubCoordinator
+  readonly #credentials: RunnerCredentials
   readonly #bus = new EventBus()
   readonly #tunnel: TunnelRequests
   /** Control messages of one runner are handled in order (tunnel frames bypass this). */
@@ -62,8 +78,12 @@ export class RunnerHub extends DurableObject<Env> {
     const heartbeatIntervalMs = positiveInt(env.ROLLGATE_RUNNER_HEARTBEAT_MS, DEFAULT_RUNNER_HEARTBEAT_MS)
     const signingKey = env.ROLLGATE_SIGNING_KEY || env.ROLLGATE_ADMIN_TOKEN || ''
     this.#tunnel = new TunnelRequests((runnerId, message) => this.#send(runnerId, message))
+    const sql = new Sql(ctx.storage.sql)
+    const registry = new RunnerRegistry(sql)
+    this.#credentials = new RunnerCredentials(sql)
     this.#coordinator = new HubCoordinator({
-      registry: new RunnerRegistry(new Sql(ctx.storage.sql)),
+      registry,
+      credentials: this.#credentials,
       bus: this.#bus,
       session: (sessionId) => env.SESSIONS.get(env.SESSIONS.idFromName(sessionId)) as unknown as SessionHubPort,
       send: (runnerId, message) => this.#send(runnerId, message),
@@ -107,6 +127,11 @@ export class RunnerHub extends DurableObject<Env> {
     return this.#coordinator.drain(runnerId)
   }
 
+  /** Admin: forget a runner's credential so the id can enrol again (false: it had none). */
+  forgetCredential(runnerId: string): boolean {
+    return this.#credentials.forget(runnerId)
+  }
+
   async alarm(): Promise<void> {
     await this.#coordinator.alarm()
   }
@@ -121,12 +146,21 @@ export class RunnerHub extends DurableObject<Env> {
     return jsonError(404, `no hub route ${url.pathname}`)
   }
 
-  #connect(request: Request, url: URL): Response {
+  async #connect(request: Request, url: URL): Promise<Response> {
     if (request.headers.get('upgrade')?.toLowerCase() !== 'websocket') return jsonError(426, 'expected a WebSocket upgrade')
     const runnerId = url.searchParams.get('runner_id') ?? ''
     if (!RUNNER_ID.test(runnerId)) return jsonError(400, 'runner_id must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
+    // Identity first: nothing below (closing a live socket) may happen for a caller that is not this runner.
+    const verdict = await this.#credentials.check(runnerId, request.headers.get(RUNNER_SECRET_HEADER))
+    if (verdict === 'invalid') {
+      return jsonError(401, `runner ${runnerId} is enrolled: send its per-runner secret in the ${RUNNER_SECRET_HEADER} header`)
+    }
+    const live = this.#sockets(runnerId)
+    if (verdict === 'none' && live.length) {
+      return jsonError(409, `runner ${runnerId} is connected but not enrolled yet: retry once that connection has registered or closed`)
+    }
     // A new connection replaces an old one of the same runner (reconnect after a network blip).
-    for (const old of this.#sockets(runnerId)) {
+    for (const old of live) {
       try {
         old.close(RUNNER_CLOSE.replaced, 'replaced by a new connection')
       } catch {
@@ -136,7 +170,7 @@ export class RunnerHub extends DurableObject<Env> {
     const pair = new WebSocketPair()
     const [client, server] = [pair[0], pair[1]]
     this.ctx.acceptWebSocket(server, [runnerId])
-    server.serializeAttachment({ runner_id: runnerId, registered: false } satisfies Attachment)
+    server.serializeAttachment({ runner_id: runnerId, registered: false, enrolling: verdict === 'none' } satisfies Attachment)
     return new Response(null, { status: 101, webSocket: client })
   }
 
@@ -200,10 +234,13 @@ export class RunnerHub extends DurableObject<Env> {
     }
     await this.#inOrder(runnerId, `message ${message.type}`, async () => {
       const current = (ws.deserializeAttachment() as Attachment | null) ?? attachment
-      const { registered } = await this.#coordinator.onMessage(runnerId, message, current.registered)
-      if (registered !== current.registered) {
+      const enrolling = current.enrolling === true
+      const { registered } = await this.#coordinator.onMessage(runnerId, message, current.registered, enrolling)
+      // A registration that enrolled the id consumed the enrolment (the secret was minted and sent once).
+      const stillEnrolling = enrolling && !(message.type === 'register' && registered)
+      if (registered !== current.registered || stillEnrolling !== enrolling) {
         try {
-          ws.serializeAttachment({ runner_id: runnerId, registered } satisfies Attachment)
+          ws.serializeAttachment({ runner_id: runnerId, registered, enrolling: stillEnrolling } satisfies Attachment)
         } catch {
           // socket closed meanwhile
         }

@@ -42,6 +42,8 @@ const MIGRATIONS: readonly string[] = [
   // The time the hub's alarm was last armed for: an alarm that runs late (or after a restart) clamps its clock
   // with this stored value, never with a deadline re-derived from state that a restart has since changed.
   'CREATE TABLE IF NOT EXISTS hub_alarm (id INTEGER PRIMARY KEY CHECK (id = 1), armed_for INTEGER)',
+  // Per-runner credentials (`runner-credentials.ts`): apart from hub_runners, so they outlive a runner declared lost.
+  'CREATE TABLE IF NOT EXISTS hub_runner_credentials (runner_id TEXT PRIMARY KEY, secret_sha256 TEXT NOT NULL, enrolled_at INTEGER NOT NULL)',
 ]
 
 /** Task states kept for the overview (oldest dropped beyond this). */

@@ -11,6 +11,7 @@
  * | `DELETE /rollout/session/:id` | cancel one session |
  * | `GET /rollout/status` | `{tasks, pipeline, nodes: {nodes}}` |
  * | `DELETE /rollout/runners/:id` | drain a runner |
+ * | `DELETE /rollout/runners/:id/credential` | forget a runner's per-runner secret (its host may enrol again) |
  * | `GET /v1/events` | SSE of task / session / runner / inference state changes |
  *
  * Mounted at `/` before the proxy; every route carries `requireAdmin` itself (no catch-all middleware).
@@ -98,6 +99,12 @@ rollout.delete('/rollout/runners/:id', requireAdmin, async (c) => {
   const found = await hubStub(c.env).drain(c.req.param('id'))
   if (!found) throw new GatewayError(404, 'not_found', `runner ${c.req.param('id')} not found`)
   return c.json({ runner_id: c.req.param('id'), draining: true })
+})
+
+rollout.delete('/rollout/runners/:id/credential', requireAdmin, async (c) => {
+  const forgotten = await hubStub(c.env).forgetCredential(c.req.param('id'))
+  if (!forgotten) throw new GatewayError(404, 'not_found', `runner ${c.req.param('id')} has no credential`)
+  return c.json({ runner_id: c.req.param('id'), credential: 'forgotten' as const })
 })
 
 rollout.get('/v1/events', requireAdmin, async (c) => {
