@@ -7,7 +7,7 @@
  * Kept apart from `hub_runners` (schema in `runner-registry.ts`) so a credential outlives a runner
  * that was declared lost; an admin can forget one so a host that lost its state can enrol again.
  */
-import { bytesToBase64Url } from '../../normalize/base64url.ts'
+import { bytesToBase64Url } from '../../contract/base64url.ts'
 import type { Sql } from '../session/sql.ts'
 
 export const RUNNER_SECRET_BYTES = 32
