@@ -1,6 +1,7 @@
 /**
  * @module engine/policy/registry
- * Builds the active policy from its configuration (`scripted`, `script`, `drift`); drift wraps
+ * Builds the active policy from its configuration (`scripted`, `script`, `drift`, `solver`,
+ * `solver-subagent`); drift wraps
  * the script policy when a script is loaded, the scripted agent otherwise.
  */
 
@@ -9,8 +10,9 @@ import { createDriftPolicy } from './drift.ts'
 import type { Policy } from './policy.ts'
 import { createScriptPolicy, type ScriptTurn } from './script.ts'
 import { createScriptedPolicy } from './scripted.ts'
+import { createSolverPolicy } from './solver.ts'
 
-export const POLICY_NAMES = ['scripted', 'script', 'drift'] as const
+export const POLICY_NAMES = ['scripted', 'script', 'drift', 'solver', 'solver-subagent'] as const
 export type PolicyName = (typeof POLICY_NAMES)[number]
 
 export interface PolicyConfig {
@@ -31,6 +33,10 @@ export function buildPolicy(config: PolicyConfig, qwen3: Qwen3): Policy {
     case 'script':
       if (config.script === null) throw new Error("policy 'script' needs a script (--script <file.json>)")
       return createScriptPolicy(config.script)
+    case 'solver':
+      return createSolverPolicy({ delegate: false })
+    case 'solver-subagent':
+      return createSolverPolicy({ delegate: true })
     case 'drift': {
       const inner = config.script === null ? createScriptedPolicy() : createScriptPolicy(config.script)
       return createDriftPolicy(inner, qwen3, { rate: config.driftRate })

@@ -55,7 +55,7 @@ export function properties(schema: JsonSchema | null): Record<string, JsonSchema
   return result
 }
 
-function isStringSchema(schema: JsonSchema | undefined): boolean {
+export function isStringSchema(schema: JsonSchema | undefined): boolean {
   if (schema === undefined) return false
   const type = schema.type
   if (type === undefined) return true
@@ -86,7 +86,7 @@ function findWriteTool(tools: readonly ToolSpec[]): WriteTool | null {
   return preferByName(candidates, WRITE_NAME)
 }
 
-function findShellTool(tools: readonly ToolSpec[]): ShellTool | null {
+export function findShellTool(tools: readonly ToolSpec[]): ShellTool | null {
   const candidates: ShellTool[] = []
   for (const tool of tools) {
     if (tool.freeform) continue
@@ -105,7 +105,7 @@ function findShellTool(tools: readonly ToolSpec[]): ShellTool | null {
   return preferByName(candidates, SHELL_NAME)
 }
 
-function findPatchTool(tools: readonly ToolSpec[]): PatchTool | null {
+export function findPatchTool(tools: readonly ToolSpec[]): PatchTool | null {
   for (const tool of tools) {
     const mentionsPatch = PATCH_NAME.test(tool.name) || /\bpatch\b/i.test(tool.description)
     if (!mentionsPatch) continue
