@@ -8,7 +8,8 @@
  *     [--group-index 0] [--trajectory-index 0] [--out file] [--pretty]
  *
  * `records.json` is either an array of completion records or `{ "completions": [...] }` as
- * `GET /v1/sessions/:id/completions` returns it (`-` reads stdin). `trajectory` and
+ * `GET /v1/sessions/:id/completions` returns it (`-` reads stdin); the records may be Rollgate's or
+ * in Polar's `CompletionRecord` shape (`?format=polar`, or a Polar gateway's records). `trajectory` and
  * `session-result` print one JSON document; the other formats print JSON Lines.
  */
 import { readFileSync, writeFileSync } from 'node:fs'
@@ -18,6 +19,8 @@ import { completionRecordSchema } from '../src/contract/completion-record.ts'
 import { builderNameSchema, evalResultSchema } from '../src/contract/trajectory.ts'
 import {
   applyEvalResult,
+  fromPolarCompletionRecords,
+  isPolarRecord,
   reconstructTrajectory,
   toJsonl,
   toNemoGymRows,
@@ -34,6 +37,16 @@ const recordsFileSchema = z.union([
   z.array(completionRecordSchema),
   z.looseObject({ completions: z.array(completionRecordSchema) }).transform((value) => value.completions),
 ])
+
+/** Rollgate records, or Polar-shaped ones (detected by their `response` object) converted. */
+export function parseRecordsFile(json: unknown) {
+  const list = Array.isArray(json) ? json : (json as { completions?: unknown } | null)?.completions
+  if (Array.isArray(list) && list.length > 0 && isPolarRecord(list[0])) {
+    const sessionId = (json as { session_id?: unknown }).session_id
+    return fromPolarCompletionRecords(list, typeof sessionId === 'string' ? sessionId : undefined)
+  }
+  return recordsFileSchema.parse(json)
+}
 
 const sessionSchema = z.object({
   session_id: z.string().optional(),
@@ -79,7 +92,7 @@ export function runCli(argv: string[]): string {
   const builder = builderNameSchema.parse(values.builder)
   const format = formatSchema.parse(values.format)
   const raw = readFileSync(values.records === '-' ? 0 : values.records, 'utf8')
-  const records = recordsFileSchema.parse(JSON.parse(raw))
+  const records = parseRecordsFile(JSON.parse(raw))
   const config = parseJsonOption('config', values.config) as Record<string, unknown> | undefined
   const session = sessionSchema.parse(parseJsonOption('session', values.session) ?? {})
 

@@ -93,3 +93,10 @@ export {
   toSftTokenRows,
 } from './exports/sft.ts'
 export { toJsonl } from './exports/jsonl.ts'
+export {
+  fromPolarCompletionRecords,
+  isPolarRecord,
+  type PolarCompletionRecord,
+  polarCompletionRecordSchema,
+  toPolarCompletionRecord,
+} from './exports/polar-records.ts'

@@ -6,7 +6,15 @@ import { Hono } from 'hono'
 import { z } from 'zod'
 import { upstreamKindSchema } from '../../contract/completion-record.ts'
 import { builderNameSchema } from '../../contract/trajectory.ts'
-import { parsePrefixMergingConfig, toJsonl, toNemoGymRows, toSessionResult, toSftRows, toSftTokenRows } from '../../reconstruct/index.ts'
+import {
+  parsePrefixMergingConfig,
+  toJsonl,
+  toNemoGymRows,
+  toPolarCompletionRecord,
+  toSessionResult,
+  toSftRows,
+  toSftTokenRows,
+} from '../../reconstruct/index.ts'
 import type { SessionConfig } from '../../durable/session/record.ts'
 import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { createSessionToken } from '../../contract/session-token.ts'
@@ -191,7 +199,16 @@ adminSessions.post('/:id/finalize', async (c) => {
   return c.json(await stub.finalize({ builder: body.builder, ...(body.config ? { config: body.config } : {}) }))
 })
 
+/**
+ * `?format=polar`: Polar's `CompletionRecord` shape (token data inside a vLLM-shaped `response`,
+ * Rollgate's extra fields under `rollgate`). Polar records only answered calls, so records whose
+ * status is not `ok` are listed in `excluded_completions` instead (nothing disappears).
+ */
 adminSessions.get('/:id/completions', async (c) => {
+  const format = c.req.query('format') ?? 'rollgate'
+  if (format !== 'rollgate' && format !== 'polar')
+    throw new GatewayError(400, 'invalid_request', 'format must be rollgate or polar', 'format')
+  const excluded: string[] = []
   const afterSeq = Number(c.req.query('after_seq') ?? -1)
   const limit = Math.min(Number(c.req.query('limit') ?? MAX_PAGE), MAX_PAGE)
   if (!Number.isInteger(afterSeq) || !Number.isInteger(limit) || limit < 1) {
@@ -207,20 +224,29 @@ adminSessions.get('/:id/completions', async (c) => {
   let chars = 0
   let cursor = afterSeq
   let exhausted = false
-  while (parts.length < limit && chars < PAGE_BUDGET_CHARS) {
-    const chunk = await stub.completions(cursor, limit - parts.length, RPC_BUDGET_BYTES)
+  let seen = 0
+  while (seen < limit && chars < PAGE_BUDGET_CHARS) {
+    const chunk = await stub.completions(cursor, limit - seen, RPC_BUDGET_BYTES)
     if (chunk.length === 0) {
       exhausted = true
       break
     }
     for (const record of chunk) {
-      const text = JSON.stringify(record)
+      cursor = record.seq
+      seen++
+      if (format === 'polar' && record.status !== 'ok') {
+        excluded.push(
+          JSON.stringify({ completion_id: record.completion_id, seq: record.seq, status: record.status, reason: record.status }),
+        )
+        continue
+      }
+      const text = JSON.stringify(format === 'polar' ? toPolarCompletionRecord(record) : record)
       parts.push(text)
       chars += text.length
-      cursor = record.seq
     }
   }
-  const nextAfterSeq = !exhausted && parts.length > 0 ? cursor : null
-  const body = `{"session_id":${JSON.stringify(c.req.param('id'))},"completions":[${parts.join(',')}],"next_after_seq":${nextAfterSeq}}`
+  const nextAfterSeq = !exhausted && seen > 0 ? cursor : null
+  const tail = format === 'polar' ? `,"excluded_completions":[${excluded.join(',')}]` : ''
+  const body = `{"session_id":${JSON.stringify(c.req.param('id'))},"completions":[${parts.join(',')}]${tail},"next_after_seq":${nextAfterSeq}}`
   return c.body(body, 200, { 'content-type': 'application/json' })
 })

@@ -1,0 +1,74 @@
+/**
+ * Polar compatibility at the edge: raw records in Polar's CompletionRecord shape.
+ */
+import { env, SELF } from 'cloudflare:test'
+import { describe, expect, it } from 'vitest'
+import type { Trajectory } from '../../src/contract/trajectory.ts'
+import type { SessionRpc } from '../../src/durable/session/session-object.ts'
+import { fromPolarCompletionRecords, reconstructTrajectory } from '../../src/reconstruct/index.ts'
+import { completionInput, growingSession } from '../support/records.ts'
+
+const ADMIN = { authorization: 'Bearer test-admin-token', 'content-type': 'application/json' }
+const EDGE = 'https://edge.test'
+
+describe('GET /v1/sessions/:id/completions?format=polar', () => {
+  it('serves Polar CompletionRecords; builders give the edge’s traces from them; failed calls listed, not dropped', async () => {
+    const res = await SELF.fetch(`${EDGE}/v1/sessions`, {
+      method: 'POST',
+      headers: ADMIN,
+      body: JSON.stringify({ session_id: 'polar-rec-1', task_id: 'task-p', metadata: { group_id: 'gp' } }),
+    })
+    expect(res.status).toBe(201)
+    const stub = env.SESSIONS.get(env.SESSIONS.idFromName('polar-rec-1')) as unknown as SessionRpc
+    const inputs = growingSession(4, 300, 200, 40)
+    await stub.record(inputs[0]!)
+    await stub.record(
+      completionInput({
+        completion_id: 'cmpl_failed',
+        status: 'failed',
+        prompt_token_ids: null,
+        response_token_ids: null,
+        response_logprobs: null,
+        error: 'engine 500',
+      }),
+    )
+    for (const input of inputs.slice(1)) await stub.record(input)
+
+    const page = (await (
+      await SELF.fetch(`${EDGE}/v1/sessions/polar-rec-1/completions?format=polar&limit=3`, { headers: ADMIN })
+    ).json()) as {
+      completions: Record<string, any>[]
+      excluded_completions: { completion_id: string; status: string }[]
+      next_after_seq: number | null
+    }
+    // limit counts records, excluded ones included: seq 0, 1 (failed), 2.
+    expect(page.completions.map((r) => r.completion_id)).toEqual(['cmpl_0', 'cmpl_1'])
+    expect(page.excluded_completions).toEqual([{ completion_id: 'cmpl_failed', seq: 1, status: 'failed', reason: 'failed' }])
+    expect(page.next_after_seq).toBe(2)
+    const first = page.completions[0]!
+    expect(first).toMatchObject({ api_type: 'openai_chat', session_id: 'polar-rec-1', model_used: 'Qwen/Qwen3-8B', request: { model: 'Qwen/Qwen3-8B' } })
+    expect(first.response.prompt_token_ids).toEqual(Array.from(inputs[0]!.prompt_token_ids!))
+    expect(first.response.choices[0].token_ids).toEqual(Array.from(inputs[0]!.response_token_ids!))
+    expect(first.response.choices[0].logprobs.content[0]).toMatchObject({ token_id: inputs[0]!.response_token_ids![0] })
+    expect(first).not.toHaveProperty('response_token_ids')
+
+    const rest = (await (
+      await SELF.fetch(`${EDGE}/v1/sessions/polar-rec-1/completions?format=polar&after_seq=2`, { headers: ADMIN })
+    ).json()) as {
+      completions: unknown[]
+    }
+    const records = fromPolarCompletionRecords([...page.completions, ...rest.completions])
+    expect(records).toHaveLength(4)
+    for (const builder of ['per_request', 'prefix_merging'] as const) {
+      const edge = (await (
+        await SELF.fetch(`${EDGE}/v1/sessions/polar-rec-1/trajectory?builder=${builder}`, { headers: ADMIN })
+      ).json()) as Trajectory
+      const offline = reconstructTrajectory(records, { builder })
+      expect(offline.traces.map((t) => [t.prompt_ids, t.response_ids, t.loss_mask, t.response_logprobs])).toEqual(
+        edge.traces.map((t) => [t.prompt_ids, t.response_ids, t.loss_mask, t.response_logprobs]),
+      )
+    }
+    const bad = await SELF.fetch(`${EDGE}/v1/sessions/polar-rec-1/completions?format=xml`, { headers: ADMIN })
+    expect(bad.status).toBe(400)
+  })
+})
