@@ -11,6 +11,7 @@ import type { NormalizedError } from '../normalize/types.ts'
 import { GatewayError } from './errors.ts'
 import { adminSessions } from './routes/admin-sessions.ts'
 import { inferenceAdmin } from './routes/inference-admin.ts'
+import { openapi } from './routes/openapi.ts'
 import { rollout } from './routes/rollout.ts'
 import { runners } from './routes/runners.ts'
 import { proxy } from './routes/proxy.ts'
@@ -18,6 +19,7 @@ import { proxy } from './routes/proxy.ts'
 export const app = new Hono<{ Bindings: Env }>()
 
 app.on(['GET', 'HEAD'], '/', (c) => c.json({ status: 'ok', service: 'rollgate' }))
+app.route('/', openapi)
 app.route('/v1/sessions', adminSessions)
 app.route('/', rollout)
 app.route('/', runners)

@@ -140,7 +140,7 @@ adminSessions.get('/:id', async (c) => {
   })
 })
 
-const trajectoryQuerySchema = z.object({
+export const trajectoryQuerySchema = z.object({
   builder: builderNameSchema.default('prefix_merging'),
   config: z.record(z.string(), z.unknown()).optional(),
   format: z.enum(['trajectory', 'session_result', 'nemo-gym', 'sft', 'sft-tokens']).default('trajectory'),

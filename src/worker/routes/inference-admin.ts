@@ -24,7 +24,7 @@ const MAX_BODY_BYTES = 64 * 1024
 
 type AppEnv = { Bindings: Env }
 
-const gateBodySchema = z.object({ policy_version: z.union([z.string(), z.number()]).nullable().optional() })
+export const gateBodySchema = z.object({ policy_version: z.union([z.string(), z.number()]).nullable().optional() })
 
 async function gateBody(request: Request) {
   const text = await readBodyText(request, MAX_BODY_BYTES)
