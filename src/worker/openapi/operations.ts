@@ -174,6 +174,14 @@ export const OPERATIONS: readonly Operation[] = [
     contentType: 'text/event-stream',
   },
 
+  {
+    method: 'delete',
+    path: '/rollout/runners/:id/credential',
+    auth: 'admin',
+    tag: 'runners',
+    summary: "forget a runner's enrolment secret (the host may enrol again with the shared runner token)",
+  },
+
   // --- inference gate (admin) ---
   { method: 'get', path: '/admin/inference/status', auth: 'admin', tag: 'inference', summary: 'generation gate state' },
   {
