@@ -8,21 +8,25 @@
  * npx node scripts/record-harness-fixtures.ts --only claude-code,pi-anthropic --timeout-s 90
  * npx node scripts/record-harness-fixtures.ts --no-write         # run and report, write no fixtures
  * ```
- * Other flags: `--cli-dir` (default `/tmp/harness-clis`), `--runs-dir` (default `/var/tmp/rollgate-harness-runs`),
+ * Other flags: `--runs-dir` (default `/var/tmp/rollgate-harness-runs`),
  * `--max-model-len` (engine window, default 262144: Claude Code asks for `max_tokens` 128000, Qwen Code 32768,
  * opencode 32000, so a 32k window fails them; see the report), `--verbose` (wrangler output).
  *
- * Outside the sandbox it installs the pinned CLIs ({@link CLI_PACKAGES}) into `--cli-dir` (never the repo) with
- * plain `npm i`, then re-executes itself inside a fresh network namespace whose only interface is loopback
+ * The harnesses are the runner's own modules (`runner/harness/*`, single source of truth): pinned package,
+ * config files, env and command per variant. Outside the sandbox it installs the CLIs the selected variants
+ * need into the per-host harness cache (`runner/harness/install.ts`; `ROLLGATE_HARNESS_CACHE`; the
+ * devDependency copy when its version matches), then re-executes itself inside a fresh network namespace
+ * whose only interface is loopback
  * (`unshare -n` as root, `unshare --user --map-root-user -n` otherwise) and refuses to go on if it sees any
  * other interface. Inside, once for all variants: the stand-in engine, the edge (`wrangler dev`), and a
  * transparent tap in front of the edge that forwards bytes unchanged and notes each request's path, headers
  * and answer (the completion record keeps the body, not the path or headers). Then per variant
- * ({@link VARIANTS}: each CLI's default wire plus its other wires/modes): a capture session (admin API); a
+ * (`cliVariants()`: each CLI's default wire plus its other wires/modes): a capture session (admin API); a
  * throwaway HOME and work dir under `--runs-dir` (Codex refuses its helper binaries under the system temp
- * dir); the harness's config files and env (a minimal env, not this process's); the CLI on
- * `create hello.txt containing hi`, stdin from /dev/null, in its own process group, killed after `--timeout-s`
- * (default 120). Telemetry and update checks fail at once: there is no route out.
+ * dir); the harness module's rendered files, env (on a minimal env, not this process's) and steps, on
+ * `create hello.txt containing hi`, each step under `bash -c` in its own process group, output in
+ * `<runs-dir>/<variant>/logs/agent/<step>.{stdout,stderr}.log`, killed after `--timeout-s` (default 120).
+ * Telemetry and update checks fail at once: there is no route out.
  *
  * Each captured completion's `original_request` becomes
  * `src/normalize/providers/<api>/__fixtures__/<variant>-hello.<n>.request.json` as `{path, headers, body}`
@@ -38,29 +42,23 @@
  * the scrubbed completion records and `summary.json` stay in `--runs-dir`.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, mkdtempSync, writeFileSync, closeSync } from 'node:fs'
-import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http'
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer, type IncomingHttpHeaders, request as httpRequest, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { networkInterfaces, tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib'
 import { isDeepStrictEqual } from 'node:util'
+import { brotliDecompressSync, gunzipSync, inflateSync } from 'node:zlib'
 import { startEngine } from '../engine/server.ts'
+import type { Harness, HarnessStep, HarnessVariant } from '../runner/harness/harness.ts'
+import { cliVariants } from '../runner/harness/index.ts'
+import { findInstalled, type InstalledHarness, installHarness } from '../runner/harness/install.ts'
+import { agentSpecSchema } from '../src/contract/rollout.ts'
 import { REPO_ROOT, startEdge } from './lib/processes.ts'
 
-/**
- * Exact versions the fixtures were recorded with (the `npm view` latest at recording time, except pi: the brief's
- * `@mariozechner/pi-coding-agent`, whose later releases are published as `@earendil-works/pi-coding-agent`).
- */
-export const CLI_PACKAGES: Record<string, string> = {
-  '@anthropic-ai/claude-code': '2.1.330',
-  '@openai/codex': '0.169.0',
-  '@google/gemini-cli': '0.61.0',
-  '@qwen-code/qwen-code': '0.24.4',
-  'opencode-ai': '1.18.33',
-  '@mariozechner/pi-coding-agent': '0.73.1',
-}
+/** Variants whose bodies repeat another variant's (only their probe traffic differs): run and report, no fixtures. */
+const PROBE_ONLY = new Set(['claude-code-nonessential', 'codex-builtin'])
 
 const SCRIPT_PATH = fileURLToPath(import.meta.url)
 const INSTRUCTION = 'create hello.txt containing hi'
@@ -84,7 +82,6 @@ interface Options {
   inside: boolean
   only: string[] | null
   timeoutMs: number
-  cliDir: string
   runsDir: string
   write: boolean
   maxModelLen: number
@@ -96,7 +93,6 @@ function parseOptions(argv: string[]): Options {
     inside: false,
     only: null,
     timeoutMs: 120_000,
-    cliDir: '/tmp/harness-clis',
     runsDir: '/var/tmp/rollgate-harness-runs',
     write: true,
     maxModelLen: 262_144,
@@ -112,7 +108,6 @@ function parseOptions(argv: string[]): Options {
     if (arg === '--inside') options.inside = true
     else if (arg === '--only') options.only = value().split(',').filter(Boolean)
     else if (arg === '--timeout-s') options.timeoutMs = Number(value()) * 1000
-    else if (arg === '--cli-dir') options.cliDir = value()
     else if (arg === '--runs-dir') options.runsDir = value()
     else if (arg === '--no-write') options.write = false
     else if (arg === '--max-model-len') options.maxModelLen = Number(value())
@@ -125,27 +120,32 @@ function parseOptions(argv: string[]): Options {
 // ---------------------------------------------------------------------------------------------------------
 // Outside: install, then re-execute inside a loopback-only network namespace.
 
-function installedVersion(cliDir: string, pkg: string): string | null {
-  try {
-    return (JSON.parse(readFileSync(join(cliDir, 'node_modules', pkg, 'package.json'), 'utf8')) as { version: string }).version
-  } catch {
-    return null
-  }
+interface SelectedVariant {
+  harness: Harness
+  variant: HarnessVariant
 }
 
-function ensureInstalled(cliDir: string) {
-  const missing = Object.entries(CLI_PACKAGES).filter(([pkg, version]) => installedVersion(cliDir, pkg) !== version)
-  if (missing.length === 0) return
-  mkdirSync(cliDir, { recursive: true })
-  if (!existsSync(join(cliDir, 'package.json'))) writeFileSync(join(cliDir, 'package.json'), '{"name":"harness-clis","private":true}\n')
-  const specs = missing.map(([pkg, version]) => `${pkg}@${version}`)
-  console.log(`installing ${specs.join(' ')} into ${cliDir}`)
-  const result = spawnSync('npm', ['i', '--no-audit', '--no-fund', '--prefix', cliDir, ...specs], { stdio: 'inherit' })
-  if (result.status !== 0) throw new Error(`npm i failed (${result.status})`)
+function selectVariants(only: string[] | null): SelectedVariant[] {
+  const all = cliVariants()
+  const matches = (entry: SelectedVariant, name: string) =>
+    entry.variant.id === name || entry.harness.name === name || entry.harness.name.replaceAll('_', '-') === name
+  const selected = only ? all.filter((entry) => only.some((name) => matches(entry, name))) : all
+  if (selected.length === 0)
+    throw new Error(`no variant matches --only ${only?.join(',')}; known: ${all.map((entry) => entry.variant.id).join(', ')}`)
+  return selected
 }
 
-function reexecInside(options: Options, argv: string[]): number {
-  ensureInstalled(options.cliDir)
+/** The pinned CLIs of the selected variants, each once. */
+function packagesOf(selected: SelectedVariant[]) {
+  return [...new Map(selected.map(({ harness }) => [harness.pkg!.name, harness.pkg!])).values()]
+}
+
+async function ensureInstalled(selected: SelectedVariant[]) {
+  for (const pkg of packagesOf(selected)) await installHarness(pkg)
+}
+
+async function reexecInside(options: Options, argv: string[]): Promise<number> {
+  await ensureInstalled(selectVariants(options.only))
   const unshare = process.getuid?.() === 0 ? ['-n'] : ['--user', '--map-root-user', '-n']
   const inner = 'ip link set lo up && exec "$0" "$@"'
   const result = spawnSync('unshare', [...unshare, '--', 'sh', '-c', inner, process.execPath, SCRIPT_PATH, '--inside', ...argv], {
@@ -261,220 +261,10 @@ function startTap(edgeUrl: string): Promise<Tap> {
   })
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// Harness variants.
-
-interface RunContext {
-  /** Base origin the harness talks to (the tap in front of the edge). */
-  origin: string
-  token: string
-  home: string
-  wd: string
-  cliDir: string
-}
-
-interface Variant {
-  /** Fixture prefix and `--only` name. */
-  id: string
-  harness: string
-  bin: (cliDir: string) => string
-  args: string[]
-  /** Write fixtures (false: the run only reports, e.g. a mode whose bodies repeat another variant's). */
-  fixtures?: boolean
-  /** Writes config files under `ctx.home`; returns the harness env (on top of the base env). */
-  setup: (ctx: RunContext) => Record<string, string>
-}
-
 function writeJson(path: string, value: unknown) {
   mkdirSync(dirname(path), { recursive: true })
   writeFileSync(path, `${JSON.stringify(value, null, 2)}\n`)
 }
-
-const bin = (name: string) => (cliDir: string) => join(cliDir, 'node_modules', '.bin', name)
-
-function opencodeVariant(id: string, npm: string, baseSuffix: string, model: string): Variant {
-  return {
-    id,
-    harness: 'opencode',
-    bin: bin('opencode'),
-    // `opencode run` re-joins its positional words and wraps any word containing a space in double quotes,
-    // so one argument would reach the model as `"create hello.txt containing hi"`; pass the words instead.
-    args: ['run', '--print-logs', ...INSTRUCTION.split(' ')],
-    setup: (ctx) => {
-      writeJson(join(ctx.home, '.config/opencode/opencode.json'), {
-        $schema: 'https://opencode.ai/config.json',
-        autoupdate: false,
-        share: 'disabled',
-        model: `rollgate/${model}`,
-        small_model: `rollgate/${model}`,
-        permission: { edit: 'allow', bash: 'allow', webfetch: 'deny' },
-        provider: {
-          rollgate: {
-            npm,
-            name: 'Rollgate',
-            options: { baseURL: `${ctx.origin}${baseSuffix}`, apiKey: ctx.token },
-            models: { [model]: { name: model, tool_call: true } },
-          },
-        },
-      })
-      return {
-        XDG_CONFIG_HOME: join(ctx.home, '.config'),
-        XDG_DATA_HOME: join(ctx.home, '.local/share'),
-        XDG_CACHE_HOME: join(ctx.home, '.cache'),
-        XDG_STATE_HOME: join(ctx.home, '.local/state'),
-        OPENCODE_DISABLE_AUTOUPDATE: '1',
-        OPENCODE_DISABLE_MODELS_FETCH: '1',
-        OPENCODE_DISABLE_DEFAULT_PLUGINS: '1',
-        OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
-        OPENCODE_DISABLE_SHARE: '1',
-      }
-    },
-  }
-}
-
-function piVariant(id: string, api: string, baseSuffix: string, model: string): Variant {
-  return {
-    id,
-    harness: 'pi',
-    bin: bin('pi'),
-    args: ['--offline', '--no-session', '--provider', 'rollgate', '--model', model, '-p', INSTRUCTION],
-    setup: (ctx) => {
-      writeJson(join(ctx.home, '.pi/agent/models.json'), {
-        providers: {
-          rollgate: {
-            baseUrl: `${ctx.origin}${baseSuffix}`,
-            api,
-            apiKey: 'ROLLGATE_API_KEY',
-            models: [{ id: model, name: model, reasoning: false, input: ['text'], contextWindow: 128000, maxTokens: 16384 }],
-          },
-        },
-      })
-      writeJson(join(ctx.home, '.pi/agent/settings.json'), { enableInstallTelemetry: false })
-      return { ROLLGATE_API_KEY: ctx.token, PI_OFFLINE: '1', PI_SKIP_VERSION_CHECK: '1', PI_TELEMETRY: '0' }
-    },
-  }
-}
-
-function claudeVariant(id: string, nonEssentialTraffic: boolean): Variant {
-  return {
-    id,
-    harness: 'claude-code',
-    fixtures: !nonEssentialTraffic,
-    bin: bin('claude'),
-    args: ['-p', INSTRUCTION, '--dangerously-skip-permissions'],
-    setup: (ctx) => ({
-      ANTHROPIC_BASE_URL: ctx.origin,
-      ANTHROPIC_API_KEY: ctx.token,
-      IS_SANDBOX: '1',
-      ...(nonEssentialTraffic ? {} : { CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1' }),
-      DISABLE_AUTOUPDATER: '1',
-      DISABLE_TELEMETRY: '1',
-      DISABLE_ERROR_REPORTING: '1',
-    }),
-  }
-}
-
-/** Codex with a custom Responses provider, or (`builtin`) the built-in OpenAI provider with `openai_base_url`. */
-function codexVariant(id: string, builtin: boolean): Variant {
-  return {
-    id,
-    harness: 'codex',
-    fixtures: !builtin,
-    bin: bin('codex'),
-    args: ['exec', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', INSTRUCTION],
-    setup: (ctx) => {
-      const codexHome = join(ctx.home, '.codex')
-      mkdirSync(codexHome, { recursive: true })
-      // Top-level keys must precede the first [table].
-      const top = [
-        'model = "gpt-5.5"',
-        ...(builtin ? [`openai_base_url = "${ctx.origin}/v1"`] : ['model_provider = "rollgate"']),
-        'approval_policy = "never"',
-        'sandbox_mode = "danger-full-access"',
-        'check_for_update_on_startup = false',
-      ]
-      const tables = ['[analytics]', 'enabled = false', '', '[feedback]', 'enabled = false']
-      const provider = builtin
-        ? []
-        : [
-            '',
-            '[model_providers.rollgate]',
-            'name = "Rollgate"',
-            `base_url = "${ctx.origin}/v1"`,
-            'env_key = "ROLLGATE_API_KEY"',
-            'wire_api = "responses"',
-          ]
-      writeFileSync(join(codexHome, 'config.toml'), [...top, '', ...tables, ...provider, ''].join('\n'))
-      return { CODEX_HOME: codexHome, [builtin ? 'CODEX_API_KEY' : 'ROLLGATE_API_KEY']: ctx.token }
-    },
-  }
-}
-
-/** Qwen Code speaks OpenAI chat by default, Anthropic or Gemini by `security.auth.selectedType`. */
-function qwenVariant(id: string, wire: 'openai' | 'anthropic' | 'gemini'): Variant {
-  return {
-    id,
-    harness: 'qwen-code',
-    bin: bin('qwen'),
-    args: ['--yolo', '--prompt', INSTRUCTION],
-    setup: (ctx) => {
-      const model = { openai: 'qwen3-coder-plus', anthropic: 'claude-sonnet-4-5', gemini: 'gemini-2.5-flash' }[wire]
-      writeJson(join(ctx.home, '.qwen/settings.json'), {
-        general: { enableAutoUpdate: false },
-        privacy: { usageStatisticsEnabled: false },
-        telemetry: { enabled: false },
-        security: { auth: { selectedType: wire }, folderTrust: { enabled: false } },
-        model: { name: model },
-        ...(wire === 'gemini' ? { modelProviders: { gemini: [{ id: model, envKey: 'GEMINI_API_KEY', baseUrl: ctx.origin }] } } : {}),
-      })
-      const env: Record<string, string> = { QWEN_TELEMETRY_ENABLED: 'false' }
-      if (wire === 'openai') Object.assign(env, { OPENAI_BASE_URL: `${ctx.origin}/v1`, OPENAI_API_KEY: ctx.token, OPENAI_MODEL: model })
-      if (wire === 'anthropic') Object.assign(env, { ANTHROPIC_BASE_URL: ctx.origin, ANTHROPIC_API_KEY: ctx.token, ANTHROPIC_MODEL: model })
-      if (wire === 'gemini') Object.assign(env, { GEMINI_API_KEY: ctx.token })
-      return env
-    },
-  }
-}
-
-export const VARIANTS: Variant[] = [
-  claudeVariant('claude-code', false),
-  codexVariant('codex', false),
-  {
-    id: 'gemini-cli',
-    harness: 'gemini-cli',
-    bin: bin('gemini'),
-    args: ['-p', INSTRUCTION, '--approval-mode=yolo'],
-    setup: (ctx) => {
-      writeJson(join(ctx.home, '.gemini/settings.json'), {
-        general: { enableAutoUpdate: false, enableAutoUpdateNotification: false },
-        privacy: { usageStatisticsEnabled: false },
-        telemetry: { enabled: false },
-        security: { auth: { selectedType: 'gemini-api-key' }, folderTrust: { enabled: false } },
-      })
-      return {
-        GEMINI_API_KEY: ctx.token,
-        GOOGLE_GEMINI_BASE_URL: ctx.origin,
-        GEMINI_TELEMETRY_ENABLED: 'false',
-        GEMINI_CLI_TRUST_WORKSPACE: 'true',
-      }
-    },
-  },
-  qwenVariant('qwen-code', 'openai'),
-  opencodeVariant('opencode', '@ai-sdk/openai-compatible', '/v1', 'test-model'),
-  piVariant('pi', 'openai-completions', '/v1', 'test-model'),
-  // Other wires and modes of the same CLIs.
-  // Probe traffic only (bodies as above): Claude's `HEAD /api/hello`; Codex's WebSocket prewarm `GET /v1/responses`.
-  claudeVariant('claude-code-nonessential', true),
-  codexVariant('codex-builtin', true),
-  qwenVariant('qwen-code-anthropic', 'anthropic'),
-  qwenVariant('qwen-code-gemini', 'gemini'),
-  opencodeVariant('opencode-responses', '@ai-sdk/openai', '/v1', 'test-model'),
-  opencodeVariant('opencode-anthropic', '@ai-sdk/anthropic', '/v1', 'test-model'),
-  opencodeVariant('opencode-google', '@ai-sdk/google', '/v1beta', 'test-model'),
-  piVariant('pi-anthropic', 'anthropic-messages', '', 'test-model'),
-  piVariant('pi-responses', 'openai-responses', '/v1', 'test-model'),
-  piVariant('pi-google', 'google-generative-ai', '/v1beta', 'test-model'),
-]
 
 // ---------------------------------------------------------------------------------------------------------
 // Scrubbing.
@@ -590,16 +380,13 @@ interface RunResult {
   stdoutTail: string
 }
 
-function baseEnv(ctx: RunContext): Record<string, string> {
+/** The minimal process env under the harness module's own (HOME, keys and switches come from the module). */
+function baseEnv(): Record<string, string> {
   return {
-    HOME: ctx.home,
     PATH: `${dirname(process.execPath)}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
     LANG: 'C.UTF-8',
-    TERM: 'dumb',
-    NO_COLOR: '1',
     USER: 'root',
     SHELL: '/bin/bash',
-    NO_UPDATE_NOTIFIER: '1',
   }
 }
 
@@ -622,11 +409,18 @@ function tail(path: string, chars = 1500): string {
   }
 }
 
-function runChild(command: string, args: string[], cwd: string, env: Record<string, string>, logDir: string, timeoutMs: number) {
-  const out = openSync(join(logDir, 'stdout.txt'), 'w')
-  const err = openSync(join(logDir, 'stderr.txt'), 'w')
+/** One rendered step under `bash -c`, output to `<logDir>/<name>.{stdout,stderr}.log`. */
+function runStep(step: HarnessStep, cwd: string, env: Record<string, string>, logDir: string, timeoutMs: number) {
+  mkdirSync(logDir, { recursive: true })
+  const out = openSync(join(logDir, `${step.name}.stdout.log`), 'w')
+  const err = openSync(join(logDir, `${step.name}.stderr.log`), 'w')
   const started = Date.now()
-  const child: ChildProcess = spawn(command, args, { cwd, env, stdio: ['ignore', out, err], detached: true })
+  const child: ChildProcess = spawn('bash', ['-c', step.command], {
+    cwd: step.cwd ?? cwd,
+    env: { ...env, ...step.env },
+    stdio: ['ignore', out, err],
+    detached: true,
+  })
   closeSync(out)
   closeSync(err)
   const killGroup = (signal: NodeJS.Signals) => {
@@ -651,18 +445,26 @@ function runChild(command: string, args: string[], cwd: string, env: Record<stri
       resolve({ exitCode, signal, timedOut, seconds: Math.round((Date.now() - started) / 100) / 10 })
     }
     child.once('error', (error) => {
-      writeFileSync(join(logDir, 'spawn-error.txt'), String(error))
+      writeFileSync(join(logDir, `${step.name}.spawn-error.txt`), String(error))
       finish(null, null)
     })
     child.once('exit', (code, signal) => finish(code, signal))
   })
 }
 
-async function runVariant(variant: Variant, options: Options, edgeUrl: string, tap: Tap, fixtureRoot: string): Promise<RunResult> {
+async function runVariant(
+  { harness, variant }: SelectedVariant,
+  cli: InstalledHarness,
+  options: Options,
+  edgeUrl: string,
+  tap: Tap,
+  fixtureRoot: string,
+): Promise<RunResult> {
   const runDir = join(options.runsDir, variant.id)
   rmSync(runDir, { recursive: true, force: true })
   const home = join(runDir, 'home')
   const wd = join(runDir, 'wd')
+  const logDir = join(runDir, 'logs/agent')
   mkdirSync(home, { recursive: true })
   mkdirSync(wd, { recursive: true })
 
@@ -670,13 +472,27 @@ async function runVariant(variant: Variant, options: Options, edgeUrl: string, t
     fetch(`${edgeUrl}${path}`, { ...init, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' } })
   const created = await admin('/v1/sessions', {
     method: 'POST',
-    body: JSON.stringify({ task_id: `harness-${variant.id}`, metadata: { harness: variant.harness, variant: variant.id } }),
+    body: JSON.stringify({ task_id: `harness-${variant.id}`, metadata: { harness: harness.name, variant: variant.id } }),
   })
   if (created.status !== 201) throw new Error(`create session: ${created.status} ${await created.text()}`)
   const session = (await created.json()) as { session_id: string; token: string }
 
-  const ctx: RunContext = { origin: tap.url, token: session.token, home, wd, cliDir: options.cliDir }
-  const env = { ...baseEnv(ctx), ...variant.setup(ctx) }
+  const plan = harness.render({
+    instruction: INSTRUCTION,
+    edgeUrl: tap.url,
+    token: session.token,
+    agent: agentSpecSchema.parse({ harness: harness.name }),
+    variant: variant.id,
+    cliPath: cli.bin,
+    sessionDir: runDir,
+    homeDir: home,
+    workDir: wd,
+  })
+  for (const file of plan.files) {
+    mkdirSync(dirname(file.path), { recursive: true })
+    writeFileSync(file.path, file.content, { mode: file.mode })
+  }
+  const env = { ...baseEnv(), ...plan.env }
   const scrub = makeScrubber({
     token: session.token,
     paths: [
@@ -684,15 +500,23 @@ async function runVariant(variant: Variant, options: Options, edgeUrl: string, t
       [home, HOME_PLACEHOLDER],
       [runDir, RUN_PLACEHOLDER],
       [options.runsDir, RUN_PLACEHOLDER],
-      [join(options.cliDir, 'node_modules'), '/usr/local/lib/node_modules'],
+      [join(cli.root, 'node_modules'), '/usr/local/lib/node_modules'],
       [tap.url, 'http://127.0.0.1:8787'],
     ],
   })
 
   const firstEntry = tap.entries.length
-  const run = await runChild(variant.bin(options.cliDir), variant.args, wd, env, runDir, options.timeoutMs)
+  const started = Date.now()
+  let run = { exitCode: 0 as number | null, signal: null as string | null, timedOut: false, seconds: 0 }
+  for (const step of plan.steps) {
+    run = await runStep(step, wd, env, logDir, Math.max(1, options.timeoutMs - (Date.now() - started)))
+    if (run.exitCode !== 0) break
+  }
+  run.seconds = Math.round((Date.now() - started) / 100) / 10
+  for (const step of plan.postrunSteps) await runStep(step, wd, env, logDir, 30_000)
   await new Promise((resolve) => setTimeout(resolve, 300))
   const entries = tap.entries.slice(firstEntry)
+  const mainStep = plan.steps.at(-1)?.name ?? 'agent'
 
   let helloTxt: string | null = null
   try {
@@ -736,7 +560,7 @@ async function runVariant(variant: Variant, options: Options, edgeUrl: string, t
     const body = scrubJson(record.original_request, scrub)
     planned.push({ folder: record.api, file: `${variant.id}-${FIXTURE_SCENARIO}.${index + 1}.request.json`, data: { path, headers, body } })
   })
-  if (options.write && variant.fixtures !== false && planned.length > 0) {
+  if (options.write && !PROBE_ONLY.has(variant.id) && planned.length > 0) {
     const stale = new RegExp(`^${variant.id.replace(/[-]/g, '\\-')}-${FIXTURE_SCENARIO}\\.\\d+\\.request\\.json$`)
     for (const folder of API_FOLDERS) {
       const dir = join(fixtureRoot, folder, '__fixtures__')
@@ -787,7 +611,7 @@ async function runVariant(variant: Variant, options: Options, edgeUrl: string, t
 
   return {
     variant: variant.id,
-    harness: variant.harness,
+    harness: harness.name,
     exitCode: run.exitCode,
     signal: run.signal,
     timedOut: run.timedOut,
@@ -806,8 +630,8 @@ async function runVariant(variant: Variant, options: Options, edgeUrl: string, t
     created: helloTxt !== null && helloTxt.trim() === 'hi',
     edgeErrors,
     fixtures,
-    stderrTail: scrub(tail(join(runDir, 'stderr.txt'))),
-    stdoutTail: scrub(tail(join(runDir, 'stdout.txt'), 600)),
+    stderrTail: scrub(tail(join(logDir, `${mainStep}.stderr.log`))),
+    stdoutTail: scrub(tail(join(logDir, `${mainStep}.stdout.log`), 600)),
   }
 }
 
@@ -815,11 +639,13 @@ async function inside(options: Options): Promise<number> {
   const interfaces = Object.keys(networkInterfaces())
   if (interfaces.some((name) => name !== 'lo'))
     throw new Error(`refusing to run outside a loopback-only namespace (interfaces: ${interfaces.join(', ')})`)
-  const variants = options.only
-    ? VARIANTS.filter((variant) => options.only!.includes(variant.id) || options.only!.includes(variant.harness))
-    : VARIANTS
-  if (variants.length === 0)
-    throw new Error(`no variant matches --only ${options.only?.join(',')}; known: ${VARIANTS.map((v) => v.id).join(', ')}`)
+  const variants = selectVariants(options.only)
+  const clis = new Map<string, InstalledHarness>()
+  for (const pkg of packagesOf(variants)) {
+    const found = findInstalled(pkg)
+    if (!found) throw new Error(`${pkg.name}@${pkg.version} is not installed (the outside step installs it)`)
+    clis.set(pkg.name, found)
+  }
   mkdirSync(options.runsDir, { recursive: true })
 
   const engine = await startEngine({ port: 0, seed: 7, maxModelLen: options.maxModelLen })
@@ -839,10 +665,10 @@ async function inside(options: Options): Promise<number> {
   const fixtureRoot = join(REPO_ROOT, 'src/normalize/providers')
   const results: RunResult[] = []
   try {
-    for (const variant of variants) {
-      process.stdout.write(`── ${variant.id} … `)
+    for (const selected of variants) {
+      process.stdout.write(`── ${selected.variant.id} … `)
       try {
-        const result = await runVariant(variant, options, edge.url, tap, fixtureRoot)
+        const result = await runVariant(selected, clis.get(selected.harness.pkg!.name)!, options, edge.url, tap, fixtureRoot)
         results.push(result)
         printResult(result)
       } catch (error) {
@@ -905,4 +731,4 @@ function printResult(r: RunResult) {
 
 const options = parseOptions(process.argv.slice(2))
 if (options.inside) process.exitCode = await inside(options)
-else process.exitCode = reexecInside(options, process.argv.slice(2))
+else process.exitCode = await reexecInside(options, process.argv.slice(2))

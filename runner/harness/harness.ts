@@ -14,6 +14,23 @@ export interface HarnessVariant {
   /** e.g. `opencode-anthropic`; unique across harnesses. */
   id: string
   api: HarnessApi
+  /** What this variant changes (wire, provider package, mode). */
+  description: string
+  /**
+   * Model name the harness asks for when neither the input nor the agent spec names one (the edge maps any
+   * name to the served model); null = the CLI's own default.
+   */
+  defaultModel: string | null
+}
+
+/** A pinned npm CLI. */
+export interface HarnessPackage {
+  name: string
+  version: string
+  /** Executable name under `node_modules/.bin`. */
+  bin: string
+  /** Size on disk once installed (bytes, approximate): the install progress bar's total. */
+  approxBytes?: number
 }
 
 export interface HarnessInput {
@@ -22,12 +39,20 @@ export interface HarnessInput {
   edgeUrl: string
   /** The session token (the harness's API key). */
   token: string
-  /** Served model name (what the harness should ask for). */
-  model: string
+  /**
+   * Model name the harness asks for. Default: `agent.model_name`, else the variant's `defaultModel`
+   * (the edge rewrites it to the served model either way).
+   */
+  model?: string | null
   /** The agent spec from the task (settings, env, mcp_servers, custom_shell, …). */
   agent: AgentSpec
   /** Variant id; default = the harness's first variant. */
   variant?: string
+  /**
+   * Inside-runtime path of the CLI's executable (from `install.ts`, mounted into the runtime); default:
+   * the bare bin name, found on PATH (an image with the CLI installed globally).
+   */
+  cliPath?: string
   /** Inside-runtime paths. */
   sessionDir: string
   homeDir: string
@@ -63,7 +88,7 @@ export interface Harness {
   /** Registry name as in `AgentSpec.harness`. */
   name: string
   /** npm package and pinned version of the CLI (null for `shell`). */
-  pkg: { name: string; version: string; bin: string } | null
+  pkg: HarnessPackage | null
   variants: HarnessVariant[]
   render(input: HarnessInput): HarnessPlan
 }
