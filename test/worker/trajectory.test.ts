@@ -85,4 +85,53 @@ describe('trajectory routes', () => {
     }
     expect(info.finalized.trajectory_key).toBe(finalization.trajectory_key)
   })
+
+  it('finalize closes the session: a second finalize is idempotent, another builder is a 409, records are refused', async () => {
+    const inputs = await sessionWithTurns('traj-4', 3)
+    const finalize = (body: unknown) =>
+      SELF.fetch(`${EDGE}/v1/sessions/traj-4/finalize`, { method: 'POST', headers: ADMIN, body: JSON.stringify(body) })
+    const first = await finalize({ builder: 'per_request' })
+    expect(first.status).toBe(200)
+    const firstBody = (await first.json()) as { finalized_at: string; trajectory_key: string; already_finalized: boolean }
+    expect(firstBody.already_finalized).toBe(false)
+    const uploaded = (await env.BLOBS.head(firstBody.trajectory_key))!.uploaded.getTime()
+
+    const again = await finalize({ builder: 'per_request' })
+    expect(again.status).toBe(200)
+    const againBody = (await again.json()) as { finalized_at: string; already_finalized: boolean }
+    expect(againBody).toMatchObject({ finalized_at: firstBody.finalized_at, already_finalized: true })
+    expect((await env.BLOBS.head(firstBody.trajectory_key))!.uploaded.getTime()).toBe(uploaded)
+
+    const other = await finalize({ builder: 'prefix_merging' })
+    expect(other.status).toBe(409)
+    expect(((await other.json()) as { error: { message: string; param: string } }).error).toMatchObject({
+      param: 'builder',
+      message: expect.stringContaining('already finalized'),
+    })
+
+    const stub = env.SESSIONS.get(env.SESSIONS.idFromName('traj-4')) as unknown as SessionRpc
+    const late = { ...inputs[0]!, completion_id: 'cmpl_after_finalize' }
+    const refused = await stub.record(late).then(
+      () => null,
+      (error: Error) => error.message,
+    )
+    expect(refused).toMatch(/^session closed: session traj-4 was finalized at/)
+    expect((await stub.summary())!.completion_count).toBe(3)
+  })
+
+  it('reads the stored trajectory back from R2 (404 before finalize)', async () => {
+    await sessionWithTurns('traj-5', 2)
+    const before = await SELF.fetch(`${EDGE}/v1/sessions/traj-5/trajectory/stored`, { headers: ADMIN })
+    expect(before.status).toBe(404)
+    await before.body?.cancel()
+    const done = await SELF.fetch(`${EDGE}/v1/sessions/traj-5/finalize`, { method: 'POST', headers: ADMIN, body: '{}' })
+    const { trajectory_key } = (await done.json()) as { trajectory_key: string }
+    const stored = await SELF.fetch(`${EDGE}/v1/sessions/traj-5/trajectory/stored`, { headers: ADMIN })
+    expect(stored.status).toBe(200)
+    expect(stored.headers.get('x-rollgate-trajectory-key')).toBe(trajectory_key)
+    const fromRoute = (await stored.json()) as Trajectory
+    const fromR2 = (await (await env.BLOBS.get(trajectory_key))!.json()) as Trajectory
+    expect(fromRoute).toEqual(fromR2)
+    expect(fromRoute.metadata).toMatchObject({ session_id: 'traj-5', builder: 'prefix_merging' })
+  })
 })

@@ -13,7 +13,7 @@ import { CompletionLog, type RecordResult, type StorageStats } from './completio
 import type { CompletionInput, SessionConfig } from './record.ts'
 import { ensureSchema } from './schema.ts'
 import { Sql } from './sql.ts'
-import { type SessionFinalization, SessionStore } from './session-store.ts'
+import { SESSION_CLOSED, type SessionFinalization, SessionStore } from './session-store.ts'
 import { type Admission, SessionRollout } from './session-rollout.ts'
 import type { LifecycleOutcome, LifecycleSpec, LifecycleState, RunnerUpstream } from './session-lifecycle.ts'
 import type { AgentResult, RunnerSessionStatus } from '../../contract/runner-protocol.ts'
@@ -33,6 +33,14 @@ export interface TrajectoryRequest {
   config?: Record<string, unknown>
 }
 
+/**
+ * A finalize answer: `created` is false when the session was already finalized with the same builder and
+ * config (the stored finalization, unchanged); `conflict` when it was finalized with another builder or config.
+ */
+export type FinalizeOutcome =
+  | { ok: true; created: boolean; finalization: SessionFinalization }
+  | { ok: false; conflict: true; finalization: SessionFinalization }
+
 /** What callers see through the stub: every method, promisified (typed here, not by RPC inference). */
 type Rpc<T> = { [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<Awaited<R>> : never }
 export type SessionRpc = Rpc<
@@ -44,6 +52,9 @@ export class SessionObject extends DurableObject<Env> {
   readonly #store: SessionStore
   #log: CompletionLog | null = null
   #rollout: SessionRollout | null = null
+  /** Records under way: finalize waits for them, so its trajectory covers every call it let through. */
+  readonly #recording = new Set<Promise<unknown>>()
+  #finalizing: Promise<FinalizeOutcome> | null = null
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
@@ -61,7 +72,8 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   async record(input: CompletionInput): Promise<RecordResult> {
-    return this.#requireLog().record(input)
+    this.#assertOpen()
+    return this.#track(this.#requireLog().record(input))
   }
 
   /** `maxBytes` bounds the answer's estimated size (an RPC answer may not exceed 32 MiB); at least one record. */
@@ -90,21 +102,61 @@ export class SessionObject extends DurableObject<Env> {
     })
   }
 
-  /** Build the trajectory and write it to R2 (`trajectories/<session_id>/<builder>.json`). */
-  async finalize(request: TrajectoryRequest): Promise<SessionFinalization> {
+  /**
+   * Close the session, build its trajectory and write it to R2 (`trajectories/<session_id>/<builder>.json`).
+   * From the moment finalize starts, model calls are refused (`SESSION_CLOSED`); calls already recording are
+   * waited for. Finalizing again with the same builder and config returns the stored finalization unchanged
+   * (R2 is not rewritten); with another builder or config it is a conflict.
+   */
+  async finalize(request: TrajectoryRequest): Promise<FinalizeOutcome> {
+    if (this.#finalizing) return this.#sameFinalization(await this.#finalizing, request)
+    const stored = this.#store.finalization()
+    if (stored) return this.#sameFinalization({ ok: true, created: false, finalization: stored }, request)
+    this.#finalizing = this.#build(request)
+    try {
+      return await this.#finalizing
+    } finally {
+      this.#finalizing = null
+    }
+  }
+
+  async #build(request: TrajectoryRequest): Promise<FinalizeOutcome> {
     const config = this.#requireConfig()
+    await Promise.allSettled([...this.#recording])
     const trajectory = await this.trajectory(request)
     const key = trajectoryObjectKey(config.session_id, request.builder)
     await this.env.BLOBS.put(key, JSON.stringify(trajectory), { httpMetadata: { contentType: 'application/json' } })
     const finalization: SessionFinalization = {
       finalized_at: new Date().toISOString(),
       builder: request.builder,
+      config: request.config ?? null,
       trajectory_key: key,
       trace_count: trajectory.traces.length,
       completion_count: this.#requireLog().count(),
     }
     this.#store.setFinalization(finalization)
-    return finalization
+    return { ok: true, created: true, finalization }
+  }
+
+  #sameFinalization(outcome: FinalizeOutcome, request: TrajectoryRequest): FinalizeOutcome {
+    const { finalization } = outcome
+    const same =
+      finalization.builder === request.builder && JSON.stringify(finalization.config ?? null) === JSON.stringify(request.config ?? null)
+    return same ? { ok: true, created: false, finalization } : { ok: false, conflict: true, finalization }
+  }
+
+  #assertOpen(): void {
+    const finalization = this.#store.finalization()
+    if (!finalization && !this.#finalizing) return
+    const when = finalization ? `was finalized at ${finalization.finalized_at}` : 'is being finalized'
+    throw new Error(`${SESSION_CLOSED} session ${this.#requireConfig().session_id} ${when}; it records no more model calls`)
+  }
+
+  #track<T>(recording: Promise<T>): Promise<T> {
+    this.#recording.add(recording)
+    const settled = () => this.#recording.delete(recording)
+    recording.then(settled, settled)
+    return recording
   }
 
   // --- Rollout lifecycle (logic in session-rollout.ts / session-lifecycle.ts) ---
@@ -118,7 +170,7 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   recordAdmitted(ticket: string, input: CompletionInput): Promise<RecordResult> {
-    return this.#rolloutSide().recordAdmitted(ticket, input)
+    return this.#track(this.#rolloutSide().recordAdmitted(ticket, input))
   }
 
   gateSync(view: GateView): { subscribed: boolean; inflight: number } {
@@ -169,6 +221,7 @@ export class SessionObject extends DurableObject<Env> {
       config: () => this.#store.config(),
       createConfig: (config) => this.#store.create(config),
       log: () => this.#requireLog(),
+      assertOpen: () => this.#assertOpen(),
       task: (taskId) => this.env.TASKS.get(this.env.TASKS.idFromName(taskId)),
       hub: () => this.env.RUNNERS.get(this.env.RUNNERS.idFromName(RUNNER_HUB_NAME)),
       gate: () => this.env.INFERENCE_GATE.get(this.env.INFERENCE_GATE.idFromName(INFERENCE_GATE_NAME)),

@@ -84,6 +84,8 @@ export interface SessionRolloutDeps {
   config(): SessionConfig | null
   createConfig(config: SessionConfig): { config: SessionConfig; created: boolean }
   log(): CompletionLog
+  /** Throws when the session no longer records model calls (finalized). */
+  assertOpen?(): void
   task(taskId: string): TaskNotifier
   hub(): HubNotifier
   gate(): GateNotifier
@@ -146,6 +148,7 @@ export class SessionRollout {
   /** Commit an admitted call's record, then return its gate lease. */
   async recordAdmitted(ticket: string, input: CompletionInput): Promise<RecordResult> {
     try {
+      this.#deps.assertOpen?.()
       return await this.#deps.log().record(input)
     } finally {
       this.#gate.release(ticket)

@@ -11,7 +11,16 @@ export interface SessionFinalization {
   trajectory_key: string
   trace_count: number
   completion_count: number
+  /** The builder config the trajectory was built with (null: the builder's defaults). */
+  config?: Record<string, unknown> | null
 }
+
+/**
+ * Opens the message of the error a finalized session throws when asked to record a model call (an error
+ * crosses Durable Object RPC as its message); the edge answers it with a 409 in the caller's shape.
+ */
+export const SESSION_CLOSED = 'session closed:'
+
 import type { Sql } from './sql.ts'
 
 export class SessionStore {

@@ -18,6 +18,8 @@ import { resolvePreviousResponseBody, sessionCompletionLookup } from './resolve-
 import { authenticateSession } from './session-access.ts'
 import { type CallTarget, resolveCallTarget } from './call-target.ts'
 import type { SessionRolloutRpc } from '../../durable/session/session-rollout.ts'
+import { SESSION_CLOSED } from '../../durable/session/session-store.ts'
+import { GatewayError } from '../errors.ts'
 
 export interface ProxyContext {
   env: Env
@@ -114,8 +116,22 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   return Response.json(adapter.buildResponse(outcome.completion, responseContext), { headers })
 }
 
-/** Commit the record; a rollout call also returns its generation-gate lease and carries the gate's policy version. */
-function recordCall(facts: CallFacts, target: CallTarget, outcome: UpstreamOutcome, abandoned: boolean) {
+/**
+ * Commit the record; a rollout call also returns its generation-gate lease and carries the gate's policy version.
+ * A finalized session refuses the record: the caller gets a 409 and not the answer (it would not be covered by the
+ * stored trajectory).
+ */
+async function recordCall(facts: CallFacts, target: CallTarget, outcome: UpstreamOutcome, abandoned: boolean) {
+  try {
+    return await commitRecord(facts, target, outcome, abandoned)
+  } catch (error) {
+    const message = (error as Error).message ?? ''
+    if (message.startsWith(SESSION_CLOSED)) throw new GatewayError(409, 'invalid_request', message.slice(SESSION_CLOSED.length).trim())
+    throw error
+  }
+}
+
+function commitRecord(facts: CallFacts, target: CallTarget, outcome: UpstreamOutcome, abandoned: boolean) {
   const status = abandoned ? 'abandoned' : outcome.ok ? 'ok' : 'failed'
   const input = completionInput(facts, outcome, status)
   // A tunnelled call went to the runner's engine, not to the session's configured upstream.
@@ -159,7 +175,11 @@ function streamAnswer(
       await record(outcome, abandoned)
     } catch (error) {
       // The capture failed: the client must not get an answer we did not keep.
-      write(streamEncoder.error({ status: 500, kind: 'internal', message: `capture failed: ${(error as Error).message}` }))
+      const failure =
+        error instanceof GatewayError
+          ? error.toNormalized()
+          : { status: 500, kind: 'internal' as const, message: `capture failed: ${(error as Error).message}` }
+      write(streamEncoder.error(failure))
       await writer.close().catch(() => {})
       return
     }

@@ -196,7 +196,27 @@ adminSessions.post('/:id/finalize', async (c) => {
   const body = checkBuilderConfig(parseOrThrow(trajectoryQuerySchema.omit({ format: true }), text.trim() ? parseJsonBody(text) : {}))
   const stub = sessionStub(c.env, c.req.param('id'))
   if (!(await stub.config())) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
-  return c.json(await stub.finalize({ builder: body.builder, ...(body.config ? { config: body.config } : {}) }))
+  const outcome = await stub.finalize({ builder: body.builder, ...(body.config ? { config: body.config } : {}) })
+  if (!outcome.ok) {
+    const { builder, config } = outcome.finalization
+    throw new GatewayError(
+      409,
+      'invalid_request',
+      `session ${c.req.param('id')} was already finalized at ${outcome.finalization.finalized_at} with builder ${builder} and config ${JSON.stringify(config ?? null)}`,
+      'builder',
+    )
+  }
+  return c.json({ ...outcome.finalization, already_finalized: !outcome.created })
+})
+
+/** The trajectory finalize wrote to R2, read back as stored (404 until the session is finalized). */
+adminSessions.get('/:id/trajectory/stored', async (c) => {
+  const summary = await sessionStub(c.env, c.req.param('id')).summary()
+  if (!summary) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
+  if (!summary.finalized) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} is not finalized`)
+  const object = await c.env.BLOBS.get(summary.finalized.trajectory_key)
+  if (!object) throw new GatewayError(404, 'not_found', `stored trajectory ${summary.finalized.trajectory_key} is missing from R2`)
+  return c.body(object.body, 200, { 'content-type': 'application/json', 'x-rollgate-trajectory-key': summary.finalized.trajectory_key })
 })
 
 /**

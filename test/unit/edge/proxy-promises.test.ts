@@ -1,0 +1,388 @@
+/**
+ * @module
+ * The edge's promises, observed directly on the real hono app in Node with a session stub whose `record` the
+ * test controls (held, failed, closed) and a fake engine with one fixed sampled completion:
+ * - write-before-respond: no answer, and no frame carrying the completion, leaves before its record commits;
+ * - a failed capture never answers as success; a finalized session answers 409, in the caller's shape;
+ * - credentials: 401 in each provider's shape, tokens compared by content, the verified-token cache
+ *   refuses a forged signature for a session id it has just verified;
+ * - stream metadata agrees with the sampled completion (not with the adapter's own JSON answer).
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest'
+import type { CompletionInput, SessionConfig } from '../../../src/durable/session/record.ts'
+import { jsonEvents, parseSseFrames } from '../contract/sse-frames.ts'
+
+const WORKER = '../../../src/worker'
+interface EdgeApp {
+  fetch(request: Request, env: unknown, ctx: unknown): Response | Promise<Response>
+}
+let app: EdgeApp
+let createSessionToken: (sessionId: string, secret: string) => Promise<string>
+let timingSafeEqual: (a: string, b: string) => boolean
+
+const SIGNING_KEY = 'promises-test-key'
+const SESSION_ID = 'ses_promises_test'
+const sessionConfig: SessionConfig = {
+  session_id: SESSION_ID,
+  task_id: null,
+  created_at: '2026-05-01T00:00:00.000Z',
+  upstream: { url: 'http://engine.test/v1', kind: 'vllm', served_model: 'qwen3-8b' },
+  policy_version: null,
+  metadata: {},
+}
+
+/** The one sampled completion the fake engine returns: 5 prompt tokens, 4 sampled tokens. */
+const PROMPT_IDS = [11, 12, 13, 14, 15]
+const SAMPLED_IDS = [7, 8, 9, 10]
+const ENGINE_ANSWER = {
+  id: 'chatcmpl-1',
+  created: 1_760_000_000,
+  model: 'qwen3-8b',
+  prompt_token_ids: PROMPT_IDS,
+  choices: [
+    {
+      index: 0,
+      message: {
+        role: 'assistant',
+        content: 'Sampled words.',
+        tool_calls: [{ id: 'chatcmpl-tool-9', type: 'function', function: { name: 'write_file', arguments: '{"path": "a.txt"}' } }],
+      },
+      finish_reason: 'tool_calls',
+      stop_reason: null,
+      token_ids: SAMPLED_IDS,
+      logprobs: { content: SAMPLED_IDS.map((id) => ({ token: `t${id}`, logprob: -0.5 })) },
+    },
+  ],
+  usage: { prompt_tokens: PROMPT_IDS.length, completion_tokens: SAMPLED_IDS.length, total_tokens: 9 },
+}
+
+type RecordMode = { kind: 'commit' } | { kind: 'hold' } | { kind: 'fail'; message: string }
+let mode: RecordMode = { kind: 'commit' }
+const committed: CompletionInput[] = []
+/** Resolves when `record` is entered; `release` lets a held record commit. */
+let recordEntered: PromiseWithResolvers<void>
+let release: () => void = () => {}
+
+const stub = {
+  config: async () => sessionConfig,
+  record: async (input: CompletionInput) => {
+    recordEntered.resolve()
+    if (mode.kind === 'fail') throw new Error(mode.message)
+    if (mode.kind === 'hold') await new Promise<void>((resolve) => (release = resolve))
+    committed.push(input)
+    return { seq: committed.length - 1, completion_id: input.completion_id, stored_bytes: 0, duplicate: false }
+  },
+  completions: async () => [],
+}
+const env = {
+  ROLLGATE_SIGNING_KEY: SIGNING_KEY,
+  ROLLGATE_ADMIN_TOKEN: 'admin-token-0123456789',
+  ROLLGATE_RUNNER_TOKEN: 'runner-token-0123456789',
+  ROLLGATE_UPSTREAM_URL: 'http://engine.test',
+  SESSIONS: { idFromName: (name: string) => name, get: () => stub },
+}
+
+async function fakeEngine(input: RequestInfo | URL): Promise<Response> {
+  if (String(input) === 'http://engine.test/v1/chat/completions') return Response.json(ENGINE_ANSWER)
+  return new Response('unexpected', { status: 599 })
+}
+
+let token = ''
+const pending: Promise<unknown>[] = []
+const ctx = { waitUntil: (promise: Promise<unknown>) => void pending.push(promise), passThroughOnException() {}, props: {} }
+
+function request(path: string, body: unknown, headers: Record<string, string>): Request {
+  return new Request(`http://edge.test${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  })
+}
+
+async function call(path: string, body: unknown, headers: Record<string, string>) {
+  const response = await app.fetch(request(path, body, headers), env, ctx)
+  const text = await response.text()
+  // A failed call's waitUntil promise rejects (workerd logs it); the answer above is what the client saw.
+  await Promise.allSettled(pending.splice(0))
+  return { response, text, json: () => JSON.parse(text) as Record<string, unknown> }
+}
+
+/** Let every ready callback, I/O callback and microtask run (no timers are involved). */
+async function drain(): Promise<void> {
+  for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve))
+}
+
+interface ApiCase {
+  name: string
+  path: string
+  streamPath: string
+  body: Record<string, unknown>
+  headers: () => Record<string, string>
+  /** A frame or field only the final part of a stream carries. */
+  finalMarker: string
+  /** Checks an error body is in this API's own shape. */
+  errorShape: (body: Record<string, unknown>, status: number) => void
+}
+
+const API_CASES: ApiCase[] = [
+  {
+    name: 'openai-chat',
+    path: '/v1/chat/completions',
+    streamPath: '/v1/chat/completions',
+    body: { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
+    headers: () => ({ authorization: `Bearer ${token}` }),
+    finalMarker: '[DONE]',
+    errorShape: (body) => expect(body).toMatchObject({ error: { message: expect.any(String), type: expect.any(String) } }),
+  },
+  {
+    name: 'anthropic',
+    path: '/v1/messages',
+    streamPath: '/v1/messages',
+    body: { model: 'claude-sonnet-4-5', max_tokens: 100, messages: [{ role: 'user', content: 'hi' }] },
+    headers: () => ({ 'x-api-key': token, 'anthropic-version': '2023-06-01' }),
+    finalMarker: 'message_stop',
+    errorShape: (body) => expect(body).toMatchObject({ type: 'error', error: { type: expect.any(String), message: expect.any(String) } }),
+  },
+  {
+    name: 'openai-responses',
+    path: '/v1/responses',
+    streamPath: '/v1/responses',
+    body: { model: 'gpt-5.5', input: 'hi' },
+    headers: () => ({ authorization: `Bearer ${token}` }),
+    finalMarker: 'response.completed',
+    errorShape: (body) => expect(body).toMatchObject({ error: { message: expect.any(String), type: expect.any(String) } }),
+  },
+  {
+    name: 'google',
+    path: '/v1beta/models/gemini-2.5-flash:generateContent',
+    streamPath: '/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse',
+    body: { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] },
+    headers: () => ({ 'x-goog-api-key': token }),
+    finalMarker: 'finishReason',
+    errorShape: (body, status) =>
+      expect(body).toMatchObject({ error: { code: status, message: expect.any(String), status: expect.any(String) } }),
+  },
+]
+
+function streamBody(api: ApiCase): Record<string, unknown> {
+  return api.name === 'openai-chat' || api.name === 'anthropic' || api.name === 'openai-responses'
+    ? { ...api.body, stream: true }
+    : api.body
+}
+
+beforeAll(async () => {
+  app = ((await import(`${WORKER}/app.ts`)) as { app: EdgeApp }).app
+  createSessionToken = ((await import(`${WORKER}/../contract/session-token.ts`)) as { createSessionToken: typeof createSessionToken })
+    .createSessionToken
+  timingSafeEqual = ((await import(`${WORKER}/auth/credentials.ts`)) as { timingSafeEqual: typeof timingSafeEqual }).timingSafeEqual
+  token = await createSessionToken(SESSION_ID, SIGNING_KEY)
+  vi.stubGlobal('fetch', fakeEngine)
+})
+afterAll(() => vi.unstubAllGlobals())
+beforeEach(() => {
+  mode = { kind: 'commit' }
+  committed.length = 0
+  recordEntered = Promise.withResolvers<void>()
+  release = () => {}
+})
+
+describe('write-before-respond', () => {
+  for (const api of API_CASES) {
+    it(`${api.name}: the JSON answer waits for the record to commit`, async () => {
+      mode = { kind: 'hold' }
+      let answered = false
+      const answer = Promise.resolve(app.fetch(request(api.path, api.body, api.headers()), env, ctx)).then((response) => {
+        answered = true
+        return response
+      })
+      await recordEntered.promise
+      await drain()
+      expect(answered).toBe(false)
+      release()
+      const response = await answer
+      expect(response.status).toBe(200)
+      expect(await response.text()).toContain('Sampled words.')
+      expect(committed).toHaveLength(1)
+      await Promise.allSettled(pending.splice(0))
+    })
+
+    it(`${api.name}: no stream frame carrying the completion leaves before the record commits`, async () => {
+      mode = { kind: 'hold' }
+      const response = await app.fetch(request(api.streamPath, streamBody(api), api.headers()), env, ctx)
+      const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
+      let received = ''
+      const reading = (async () => {
+        for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) received += chunk.value
+      })()
+      await recordEntered.promise
+      await drain()
+      expect(received).not.toContain('Sampled words.')
+      expect(received).not.toContain(api.finalMarker)
+      release()
+      await reading
+      expect(received).toContain('Sampled words.')
+      expect(received).toContain(api.finalMarker)
+      await Promise.allSettled(pending.splice(0))
+    })
+  }
+})
+
+describe('a failed capture never answers as success', () => {
+  for (const api of API_CASES) {
+    it(`${api.name}: JSON → a 500 in the caller's shape, nothing of the completion`, async () => {
+      mode = { kind: 'fail', message: 'SQLITE_FULL: database or disk is full' }
+      const { response, text, json } = await call(api.path, api.body, api.headers())
+      expect(response.status).toBe(500)
+      expect(response.headers.get('x-rollgate-error-source')).toBe('edge')
+      api.errorShape(json(), 500)
+      expect(text).not.toContain('Sampled words.')
+      expect(committed).toEqual([])
+    })
+
+    it(`${api.name}: stream → an error event, no completion frame`, async () => {
+      mode = { kind: 'fail', message: 'SQLITE_FULL: database or disk is full' }
+      const { text } = await call(api.streamPath, streamBody(api), api.headers())
+      expect(text).toContain('capture failed: SQLITE_FULL')
+      expect(text).not.toContain('Sampled words.')
+      expect(text).not.toContain(api.finalMarker === '[DONE]' ? '"finish_reason":"tool_calls"' : api.finalMarker)
+      expect(committed).toEqual([])
+    })
+  }
+
+  it('a finalized session answers 409 in the caller shape, JSON and stream', async () => {
+    for (const api of API_CASES) {
+      mode = {
+        kind: 'fail',
+        message: `session closed: session ${SESSION_ID} was finalized at 2026-05-01T00:00:00.000Z; it records no more model calls`,
+      }
+      const { response, json } = await call(api.path, api.body, api.headers())
+      expect(response.status, api.name).toBe(409)
+      api.errorShape(json(), 409)
+      expect(JSON.stringify(json())).toContain(`session ${SESSION_ID} was finalized`)
+      expect(JSON.stringify(json())).not.toContain('session closed:')
+      const stream = await call(api.streamPath, streamBody(api), api.headers())
+      expect(stream.text, api.name).toContain('was finalized at')
+      expect(stream.text).not.toContain('Sampled words.')
+    }
+  })
+})
+
+describe('credentials', () => {
+  it('401 in each provider shape when the key is missing or wrong', async () => {
+    for (const api of API_CASES) {
+      const headers = Object.fromEntries(
+        Object.keys(api.headers()).map((name) => [name, name === 'authorization' ? 'Bearer rg_x.y' : 'rg_x.y']),
+      )
+      for (const sent of [{}, headers]) {
+        const { response, json } = await call(api.path, api.body, sent)
+        expect(response.status, api.name).toBe(401)
+        api.errorShape(json(), 401)
+      }
+    }
+    const gemini = await call(API_CASES[3]!.path, API_CASES[3]!.body, {})
+    expect(gemini.json()).toMatchObject({ error: { code: 401, status: 'UNAUTHENTICATED' } })
+    const anthropic = await call(API_CASES[1]!.path, API_CASES[1]!.body, {})
+    expect(anthropic.json()).toMatchObject({ type: 'error', error: { type: 'authentication_error' } })
+    const responses = await call(API_CASES[2]!.path, API_CASES[2]!.body, {})
+    expect(responses.json()).toMatchObject({ error: { type: 'authentication_error' } })
+    expect(committed).toEqual([])
+  })
+
+  it('the verified-token cache refuses a forged signature for a session id it has just verified', async () => {
+    const good = await call('/v1/chat/completions', API_CASES[0]!.body, { authorization: `Bearer ${token}` })
+    expect(good.response.status).toBe(200)
+    const [idPart, signature] = token.slice(3).split('.') as [string, string]
+    const flipped = `${signature[0] === 'A' ? 'B' : 'A'}${signature.slice(1)}`
+    for (const forged of [`rg_${idPart}.${flipped}`, `rg_${idPart}.${'A'.repeat(43)}`]) {
+      const { response } = await call('/v1/chat/completions', API_CASES[0]!.body, { authorization: `Bearer ${forged}` })
+      expect(response.status).toBe(401)
+    }
+    expect(committed).toHaveLength(1)
+  })
+
+  it('admin and runner tokens are compared by content, not only by length', async () => {
+    const sameLength = (secret: string, at: number) => `${secret.slice(0, at)}${secret[at] === 'x' ? 'y' : 'x'}${secret.slice(at + 1)}`
+    for (const at of [0, 10, env.ROLLGATE_ADMIN_TOKEN.length - 1]) {
+      const wrong = sameLength(env.ROLLGATE_ADMIN_TOKEN, at)
+      const res = await app.fetch(
+        new Request('http://edge.test/v1/sessions/x', { headers: { authorization: `Bearer ${wrong}` } }),
+        env,
+        ctx,
+      )
+      expect(res.status).toBe(401)
+      expect(await res.json()).toMatchObject({ error: { message: 'invalid admin token' } })
+      const runner = await app.fetch(
+        new Request('http://edge.test/runners/connect?runner_id=r1', {
+          headers: { authorization: `Bearer ${sameLength(env.ROLLGATE_RUNNER_TOKEN, at)}` },
+        }),
+        env,
+        ctx,
+      )
+      expect(runner.status).toBe(401)
+      expect(await runner.json()).toMatchObject({ error: { message: 'invalid runner token' } })
+    }
+    expect(timingSafeEqual('abc', 'abc')).toBe(true)
+    expect(timingSafeEqual('', '')).toBe(true)
+    for (const [a, b] of [
+      ['abc', 'abd'],
+      ['abc', 'xbc'],
+      ['abc', 'ab'],
+      ['ab', 'abc'],
+      ['abc', ''],
+      ['a\u0000', 'a'],
+    ] as const) {
+      expect(timingSafeEqual(a, b), `${a} vs ${b}`).toBe(false)
+    }
+  })
+})
+
+describe('stream metadata agrees with the sampled completion', () => {
+  async function streamEvents(api: ApiCase) {
+    const { text } = await call(api.streamPath, streamBody(api), api.headers())
+    return jsonEvents(parseSseFrames(text)) as Record<string, unknown>[]
+  }
+
+  it('Anthropic: message_start input_tokens and message_delta usage', async () => {
+    const events = await streamEvents(API_CASES[1]!)
+    const start = events.find((event) => event.type === 'message_start') as { message: { usage: { input_tokens: number } } }
+    expect(start.message.usage.input_tokens).toBe(PROMPT_IDS.length)
+    const delta = events.find((event) => event.type === 'message_delta') as {
+      usage: { output_tokens: number; input_tokens?: number }
+      delta: { stop_reason: string }
+    }
+    expect(delta.usage.output_tokens).toBe(SAMPLED_IDS.length)
+    if (delta.usage.input_tokens !== undefined) expect(delta.usage.input_tokens).toBe(PROMPT_IDS.length)
+    expect(delta.delta.stop_reason).toBe('tool_use')
+  })
+
+  it('Responses: content_part.done text, function_call_arguments.done name and arguments, usage', async () => {
+    const events = await streamEvents(API_CASES[2]!)
+    const partDone = events.find((event) => event.type === 'response.content_part.done') as { part: { text: string } }
+    expect(partDone.part.text).toBe('Sampled words.')
+    const textDone = events.find((event) => event.type === 'response.output_text.done') as { text: string }
+    expect(textDone.text).toBe('Sampled words.')
+    const argsDone = events.find((event) => event.type === 'response.function_call_arguments.done') as { name?: string; arguments: string }
+    expect(argsDone.arguments).toBe('{"path": "a.txt"}')
+    expect(argsDone.name).toBe('write_file')
+    const completed = events.find((event) => event.type === 'response.completed') as {
+      response: { usage: { input_tokens: number; output_tokens: number } }
+    }
+    expect(completed.response.usage).toMatchObject({ input_tokens: PROMPT_IDS.length, output_tokens: SAMPLED_IDS.length })
+  })
+
+  it('Gemini: usageMetadata and the function call', async () => {
+    const events = (await streamEvents(API_CASES[3]!)) as {
+      candidates?: { content?: { parts?: { text?: string; functionCall?: { name: string; args: unknown } }[] } }[]
+      usageMetadata?: { promptTokenCount: number; candidatesTokenCount: number; totalTokenCount: number }
+    }[]
+    const usage = events.at(-1)?.usageMetadata
+    expect(usage).toMatchObject({
+      promptTokenCount: PROMPT_IDS.length,
+      candidatesTokenCount: SAMPLED_IDS.length,
+      totalTokenCount: PROMPT_IDS.length + SAMPLED_IDS.length,
+    })
+    const parts = events.flatMap((event) => event.candidates?.[0]?.content?.parts ?? [])
+    expect(parts.map((part) => part.text ?? '').join('')).toBe('Sampled words.')
+    expect(parts.find((part) => part.functionCall)?.functionCall).toMatchObject({ name: 'write_file', args: { path: 'a.txt' } })
+  })
+})
