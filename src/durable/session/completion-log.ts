@@ -5,19 +5,32 @@
  *
  * Every completion is delta-coded against a *base* completion (the recent one whose prompt shares the
  * longest token prefix): prompt = base prompt[0:shared] + suffix tokens; request bodies = base text
- * with a different middle. Storage therefore grows with new tokens, not with the context (linear).
- * Chains are cut every `MAX_DELTA_DEPTH` levels so a point read never walks far.
+ * with a different middle. Storage therefore grows with new tokens, not with the context (linear), at
+ * any session length: chains are never cut. A read walks its chain backwards (`delta-chain.ts`), fetching
+ * ancestors in batches with one recursive query each and stopping at the first one in memory, and copies
+ * each stored token and character at most once.
+ *
+ * Rows written before schema v2 (`request_length IS NULL`) were cut every 48 levels and are still read
+ * the old way, forwards from their chain's root.
  */
 import type { CompletionRecord } from '../../contract/completion-record.ts'
 import { ENGINE_CAPTURE_PARAMS } from '../../normalize/engine/engine-request.ts'
 import { type BlobStore, completionBlobKey, SPILL_THRESHOLD_BYTES, storedSize } from './blob-store.ts'
 import type { CompletionInput } from './record.ts'
 import type { Sql, SqlValue } from './sql.ts'
+import { type ChainBase, type ChainLevel, resolveChain } from './delta-chain.ts'
 import { applyTextDelta, diffText } from './text-delta.ts'
 import { commonPrefixLength, packLogprobs, packTokens, unpackLogprobs, unpackTokens } from './token-codec.ts'
 
-/** A read never reconstructs through more than this many ancestors. */
-const MAX_DELTA_DEPTH = 48
+/** Ancestors fetched per recursive query while walking a chain back. */
+const CHAIN_BATCH = 64
+const CHAIN_QUERY = `WITH RECURSIVE chain(seq, hop) AS (
+    SELECT ?, 0
+    UNION ALL
+    SELECT c.prompt_parent, chain.hop + 1 FROM chain JOIN rg_completions c ON c.seq = chain.seq
+    WHERE c.prompt_parent IS NOT NULL AND c.request_length IS NOT NULL AND chain.hop + 1 < ?
+  )
+  SELECT r.* FROM chain JOIN rg_completions r ON r.seq = chain.seq ORDER BY chain.hop`
 /** Size estimate for a record's small fields (ids, timing, provenance, usage, keys). */
 const RECORD_OVERHEAD_BYTES = 4096
 /** Only delta-code against a base sharing at least this many prompt tokens (else store whole). */
@@ -77,6 +90,9 @@ interface CompletionRow {
   original_prefix: number
   original_suffix: number
   original_middle: string | null
+  /** Body lengths (UTF-16 units); null on rows written before schema v2. */
+  request_length: number | null
+  original_length: number | null
   spilled: string | null
   response_message: string | null
   usage: string | null
@@ -183,9 +199,9 @@ export class CompletionLog {
       `INSERT INTO rg_completions (seq, completion_id, created_at, api, agent, model_requested, model_used, stream,
         status, trainable, finish_reason, stop_reason, delta_depth, prompt_parent, prompt_shared, prompt_length,
         prompt_suffix, response_tokens, logprobs, logprobs_format, request_base, request_prefix, request_suffix, request_middle,
-        original_prefix, original_suffix, original_middle, spilled, response_message, usage, warnings, error,
-        timing, provenance, metadata)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        original_prefix, original_suffix, original_middle, request_length, original_length, spilled, response_message,
+        usage, warnings, error, timing, provenance, metadata)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       seq,
       input.completion_id,
       input.timestamp,
@@ -213,6 +229,8 @@ export class CompletionLog {
       original.prefix,
       original.suffix,
       fields.original_middle as string | null,
+      input.request_text.length,
+      input.original_text.length,
       json.spilled,
       json.response_message,
       json.usage,
@@ -327,11 +345,14 @@ export class CompletionLog {
     let fallback: Materialized | null = null
     for (let i = this.#recent.length - 1; i >= 0; i--) {
       const entry = this.#cache.get(this.#recent[i] as number)
-      if (!entry || entry.depth >= MAX_DELTA_DEPTH) continue
+      if (!entry) continue
       const shared = commonPrefixLength(entry.prompt, prompt)
       if (shared >= MIN_SHARED_TOKENS && shared > bestShared) {
         best = entry
         bestShared = shared
+        // The new prompt extends this one entirely (the usual next turn): no other base can do better
+        // without being longer, so stop comparing (one prompt comparison per call).
+        if (shared === entry.prompt.length) break
       }
       if (!fallback && entry.agent === agent && entry.api === api) fallback = entry
     }
@@ -370,6 +391,78 @@ export class CompletionLog {
   async #materializeRow(row: CompletionRow): Promise<Materialized> {
     const cached = this.#cache.get(row.seq)
     if (cached) return cached
+    if (row.request_length === null) return this.#materializeLegacy(row)
+    // Walk back to the first ancestor in memory (or a root, or a pre-v2 row), a batch per query.
+    const rows: CompletionRow[] = [row]
+    let base: Materialized | null = null
+    for (;;) {
+      const parentSeq = (rows[rows.length - 1] as CompletionRow).prompt_parent
+      if (parentSeq === null) break
+      const inMemory = this.#cache.get(parentSeq)
+      if (inMemory) {
+        base = inMemory
+        break
+      }
+      const batch = this.#sql.all<CompletionRow>(CHAIN_QUERY, parentSeq, CHAIN_BATCH)
+      if (batch.length === 0) throw new Error(`completion ${parentSeq} missing`)
+      let stopped = false
+      for (const ancestor of batch) {
+        const known = this.#cache.get(ancestor.seq)
+        if (known || ancestor.request_length === null) {
+          base = known ?? (await this.#materializeLegacy(ancestor))
+          stopped = true
+          break
+        }
+        rows.push(ancestor)
+      }
+      if (stopped) break
+    }
+    const levels: ChainLevel[] = []
+    for (const level of rows) levels.push(await this.#chainLevel(level))
+    const resolved = resolveChain(levels, base)
+    return this.#remembered(row, resolved)
+  }
+
+  async #chainLevel(row: CompletionRow): Promise<ChainLevel> {
+    return {
+      shared: row.prompt_shared,
+      promptLength: row.prompt_length ?? 0,
+      suffix: unpackTokens(await this.#field<ArrayBuffer>(row, 'prompt_suffix', 'bytes')),
+      original: {
+        prefix: row.original_prefix,
+        suffix: row.original_suffix,
+        middle: (await this.#field<string>(row, 'original_middle', 'text')) ?? '',
+      },
+      request: {
+        prefix: row.request_prefix,
+        suffix: row.request_suffix,
+        middle: (await this.#field<string>(row, 'request_middle', 'text')) ?? '',
+      },
+      requestFromParent: row.request_base === REQUEST_BASE_PARENT,
+      originalLength: row.original_length ?? 0,
+      requestLength: row.request_length ?? 0,
+    }
+  }
+
+  #remembered(row: CompletionRow, resolved: ChainBase): Materialized {
+    const entry: Materialized = {
+      seq: row.seq,
+      agent: row.agent,
+      api: row.api,
+      depth: row.delta_depth,
+      prompt: resolved.prompt,
+      requestText: resolved.requestText,
+      originalText: resolved.originalText,
+      bytes: resolved.prompt.length * 4 + (resolved.requestText.length + resolved.originalText.length) * 2,
+    }
+    this.#remember(entry)
+    return entry
+  }
+
+  /** Rows written before schema v2: forwards from the chain's root (those chains are at most 48 deep). */
+  async #materializeLegacy(row: CompletionRow): Promise<Materialized> {
+    const cached = this.#cache.get(row.seq)
+    if (cached) return cached
     const base = row.prompt_parent === null ? null : await this.#materialize(row.prompt_parent)
     const suffix = unpackTokens(await this.#field<ArrayBuffer>(row, 'prompt_suffix', 'bytes'))
     const prompt = new Uint32Array(row.prompt_shared + suffix.length)
@@ -381,22 +474,11 @@ export class CompletionLog {
       ? applyTextDelta(base.originalText, { prefix: row.original_prefix, suffix: row.original_suffix, middle: originalMiddle })
       : originalMiddle
     const requestDelta = { prefix: row.request_prefix, suffix: row.request_suffix, middle: requestMiddle }
-    const entry: Materialized = {
-      seq: row.seq,
-      agent: row.agent,
-      api: row.api,
-      depth: row.delta_depth,
-      prompt,
-      requestText:
-        row.request_base === REQUEST_BASE_PARENT && base
-          ? applyTextDelta(base.requestText, requestDelta)
-          : applyTextDelta(originalText, requestDelta),
-      originalText,
-      bytes: 0,
-    }
-    entry.bytes = prompt.length * 4 + (entry.requestText.length + entry.originalText.length) * 2
-    this.#remember(entry)
-    return entry
+    const requestText =
+      row.request_base === REQUEST_BASE_PARENT && base
+        ? applyTextDelta(base.requestText, requestDelta)
+        : applyTextDelta(originalText, requestDelta)
+    return this.#remembered(row, { prompt, originalText, requestText })
   }
 
   async #toRecord(row: CompletionRow): Promise<CompletionRecord> {

@@ -2,12 +2,13 @@
  * @module
  * Versioned, idempotent schema for a session's SQLite. Each migration runs once, in order, on wake.
  *
- * Storage is linear in the session (polar-compat.md §25.6): a prompt is stored as (parent completion,
- * shared prefix length, suffix tokens); request bodies as (parent, common prefix/suffix, middle text).
+ * Storage is linear in the session (docs: README "How capture works"): a prompt is stored as (parent
+ * completion, shared prefix length, suffix tokens); request bodies as (parent, common prefix/suffix,
+ * middle text, length). Existing sessions migrate in place on wake; their old rows stay readable.
  */
 import type { Sql } from './sql.ts'
 
-const MIGRATIONS: readonly string[] = [
+export const MIGRATIONS: readonly string[] = [
   `CREATE TABLE IF NOT EXISTS rg_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
    CREATE TABLE IF NOT EXISTS rg_completions (
      seq INTEGER PRIMARY KEY,
@@ -47,6 +48,10 @@ const MIGRATIONS: readonly string[] = [
      metadata TEXT NOT NULL
    );
    CREATE INDEX IF NOT EXISTS rg_completions_agent ON rg_completions (agent, seq);`,
+  // v2: delta chains are no longer cut (linear storage at any length); reads walk them backwards and need
+  // each body's length. Rows without lengths (written by v1) are read the v1 way.
+  `ALTER TABLE rg_completions ADD COLUMN request_length INTEGER;
+   ALTER TABLE rg_completions ADD COLUMN original_length INTEGER;`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length
