@@ -19,6 +19,8 @@ import { proxy } from './routes/proxy.ts'
 export const app = new Hono<{ Bindings: Env }>()
 
 app.on(['GET', 'HEAD'], '/', (c) => c.json({ status: 'ok', service: 'rollgate' }))
+// Polar's launch scripts poll `GET /health` on the rollout server.
+app.on(['GET', 'HEAD'], '/health', (c) => c.json({ status: 'ok', service: 'rollgate' }))
 app.route('/', openapi)
 app.route('/v1/sessions', adminSessions)
 app.route('/', rollout)

@@ -46,7 +46,12 @@ describe('GET /v1/sessions/:id/completions?format=polar', () => {
     expect(page.excluded_completions).toEqual([{ completion_id: 'cmpl_failed', seq: 1, status: 'failed', reason: 'failed' }])
     expect(page.next_after_seq).toBe(2)
     const first = page.completions[0]!
-    expect(first).toMatchObject({ api_type: 'openai_chat', session_id: 'polar-rec-1', model_used: 'Qwen/Qwen3-8B', request: { model: 'Qwen/Qwen3-8B' } })
+    expect(first).toMatchObject({
+      api_type: 'openai_chat',
+      session_id: 'polar-rec-1',
+      model_used: 'Qwen/Qwen3-8B',
+      request: { model: 'Qwen/Qwen3-8B' },
+    })
     expect(first.response.prompt_token_ids).toEqual(Array.from(inputs[0]!.prompt_token_ids!))
     expect(first.response.choices[0].token_ids).toEqual(Array.from(inputs[0]!.response_token_ids!))
     expect(first.response.choices[0].logprobs.content[0]).toMatchObject({ token_id: inputs[0]!.response_token_ids![0] })
@@ -70,5 +75,53 @@ describe('GET /v1/sessions/:id/completions?format=polar', () => {
     }
     const bad = await SELF.fetch(`${EDGE}/v1/sessions/polar-rec-1/completions?format=xml`, { headers: ADMIN })
     expect(bad.status).toBe(400)
+  })
+})
+
+describe("Polar's trainer client: admin token in the base URL, /health", () => {
+  const T = `${EDGE}/t/test-admin-token`
+  const body = (taskId: string) => JSON.stringify({ task_id: taskId, instruction: 'x', agent: { harness: 'qwen_code' } })
+
+  it('/t/<token>/ reaches the rollout and admin routes with no auth header; a wrong token is a 401', async () => {
+    const submitted = await SELF.fetch(`${T}/rollout/task/submit`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: body('t-prefix-1'),
+    })
+    expect(submitted.status).toBe(200)
+    expect(await submitted.json()).toMatchObject({ task_id: 't-prefix-1', status: 'running' })
+    const status = await SELF.fetch(`${T}/rollout/task/t-prefix-1`)
+    expect(status.status).toBe(200)
+    // The token never reaches what the edge keeps or answers.
+    expect(await status.text()).not.toContain('test-admin-token')
+    expect((await SELF.fetch(`${T}/rollout/status`)).status).toBe(200)
+    expect((await SELF.fetch(`${T}/admin/inference/status`)).status).toBe(200)
+    expect((await SELF.fetch(`${T}/v1/sessions/nope`)).status).toBe(404)
+    expect((await SELF.fetch(`${T}/rollout/task/t-prefix-1`, { method: 'DELETE' })).status).toBe(200)
+
+    const wrong = await SELF.fetch(`${EDGE}/t/not-the-token/rollout/status`)
+    expect(wrong.status).toBe(401)
+    expect(await wrong.text()).not.toContain('not-the-token')
+    // Harness, runner and unknown routes are not admin routes: 404, path (and token) not echoed.
+    for (const path of ['/v1/chat/completions', '/runners/connect', '/nope']) {
+      const res = await SELF.fetch(`${T}${path}`, { method: 'POST', body: '{}' })
+      expect(res.status).toBe(404)
+      expect(await res.text()).not.toContain('test-admin-token')
+    }
+    // Without the prefix and without a header: still a 401 (no unauthenticated mode).
+    expect((await SELF.fetch(`${EDGE}/rollout/status`)).status).toBe(401)
+  })
+
+  it("accepts newer Polar's X-Polar-Control-Token header as the admin credential", async () => {
+    expect((await SELF.fetch(`${EDGE}/rollout/status`, { headers: { 'x-polar-control-token': 'test-admin-token' } })).status).toBe(200)
+    expect((await SELF.fetch(`${EDGE}/rollout/status`, { headers: { 'x-polar-control-token': 'nope' } })).status).toBe(401)
+  })
+
+  it('GET /health answers without credentials, also under /t/<token>/', async () => {
+    for (const url of [`${EDGE}/health`, `${T}/health`]) {
+      const res = await SELF.fetch(url)
+      expect(res.status).toBe(200)
+      expect(await res.json()).toMatchObject({ status: 'ok' })
+    }
   })
 })
