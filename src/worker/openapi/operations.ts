@@ -45,6 +45,12 @@ const pageQuery = z.object({
   after_seq: z.string().optional().describe('return records with seq > after_seq (empty: from the start)'),
   limit: z.string().optional().describe('page size, 1–1000'),
 })
+const completionsQuery = pageQuery.extend({
+  format: z
+    .string()
+    .optional()
+    .describe("`rollgate` (default) or `polar`: Polar's CompletionRecord shape, non-`ok` calls in `excluded_completions`"),
+})
 const eventsQuery = z.object({
   task_id: z.string().optional(),
   timeout_seconds: z.string().optional(),
@@ -56,6 +62,15 @@ const chatExample = { model: 'Qwen/Qwen3-8B', messages: [{ role: 'user', content
 export const OPERATIONS: readonly Operation[] = [
   { method: 'get', path: '/', auth: 'none', tag: 'health', summary: 'health', response: healthSchema },
   { method: 'head', path: '/', auth: 'none', tag: 'health', summary: 'health (no body)' },
+  {
+    method: 'get',
+    path: '/health',
+    auth: 'none',
+    tag: 'health',
+    summary: "health (Polar's launch scripts poll it)",
+    response: healthSchema,
+  },
+  { method: 'head', path: '/health', auth: 'none', tag: 'health', summary: 'health (no body)' },
   { method: 'get', path: '/api/hello', auth: 'none', tag: 'health', summary: "Claude Code's connectivity probe", response: healthSchema },
   { method: 'head', path: '/api/hello', auth: 'none', tag: 'health', summary: "Claude Code's connectivity probe (no body)" },
   { method: 'get', path: '/openapi.json', auth: 'none', tag: 'operator', summary: 'this document' },
@@ -78,7 +93,7 @@ export const OPERATIONS: readonly Operation[] = [
     auth: 'admin',
     tag: 'sessions',
     summary: 'completion records in arrival order, paged (`next_after_seq`)',
-    query: pageQuery,
+    query: completionsQuery,
     response: z.object({
       session_id: z.string(),
       completions: z.array(completionRecordSchema),
