@@ -41,6 +41,20 @@ const simOptions: fc.Arbitrary<SimOptions> = fc.record({
 
 const viaJson = <T>(value: T): unknown => JSON.parse(JSON.stringify(value))
 
+/** The parts of a Polar record the shape variations below rewrite. */
+interface PlainChoice {
+  token_ids?: number[]
+  input_token_ids?: number[]
+  logprobs: { content: { logprob: number; token_id: number }[] } | null
+  meta_info?: { output_token_logprobs: unknown[][] }
+}
+interface PlainRecord {
+  rollgate?: unknown
+  request?: unknown
+  transformed_request?: unknown
+  response: { prompt_token_ids?: number[]; choices: PlainChoice[] }
+}
+
 describe('Polar CompletionRecord shape', () => {
   it('puts token data where Polar reads it, with Polar api names', () => {
     const record = makeRecord({ seq: 0, prompt: [1, 2, 3], response: [10, 11, 99], logprobs: [-0.1, -0.2, -0.3], finish: 'tool_calls' })
@@ -101,9 +115,9 @@ describe('Polar CompletionRecord shape', () => {
         (sim, shape) => {
           const records = simulateSession(sim).records.filter((record) => record.status === 'ok' && record.trainable)
           const plain = records.map((record) => {
-            const polar = viaJson(toPolarCompletionRecord(record)) as Record<string, any>
+            const polar = viaJson(toPolarCompletionRecord(record)) as PlainRecord
             delete polar.rollgate
-            const choice = polar.response.choices[0]
+            const choice = polar.response.choices[0] as PlainChoice
             if (shape === 'sglang') {
               // SGLang: prompt ids on the choice, sampled ids only in meta_info.
               choice.input_token_ids = polar.response.prompt_token_ids

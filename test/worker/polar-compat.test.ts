@@ -37,7 +37,11 @@ describe('GET /v1/sessions/:id/completions?format=polar', () => {
     const page = (await (
       await SELF.fetch(`${EDGE}/v1/sessions/polar-rec-1/completions?format=polar&limit=3`, { headers: ADMIN })
     ).json()) as {
-      completions: Record<string, any>[]
+      completions: {
+        completion_id: string
+        api_type: string
+        response: { prompt_token_ids: number[]; choices: { token_ids: number[]; logprobs: { content: { token_id: number }[] } }[] }
+      }[]
       excluded_completions: { completion_id: string; status: string }[]
       next_after_seq: number | null
     }
@@ -53,8 +57,8 @@ describe('GET /v1/sessions/:id/completions?format=polar', () => {
       request: { model: 'Qwen/Qwen3-8B' },
     })
     expect(first.response.prompt_token_ids).toEqual(Array.from(inputs[0]!.prompt_token_ids!))
-    expect(first.response.choices[0].token_ids).toEqual(Array.from(inputs[0]!.response_token_ids!))
-    expect(first.response.choices[0].logprobs.content[0]).toMatchObject({ token_id: inputs[0]!.response_token_ids![0] })
+    expect(first.response.choices[0]!.token_ids).toEqual(Array.from(inputs[0]!.response_token_ids!))
+    expect(first.response.choices[0]!.logprobs.content[0]).toMatchObject({ token_id: inputs[0]!.response_token_ids![0] })
     expect(first).not.toHaveProperty('response_token_ids')
 
     const rest = (await (
