@@ -23,6 +23,7 @@ import {
   runnerMessageSchema,
 } from '../../contract/runner-protocol.ts'
 import type { TaskStatusValue } from '../../contract/trajectory.ts'
+import { exceedsJsonDepth, jsonDepthMessage } from '../../normalize/json-depth.ts'
 import { createSessionToken } from '../../contract/session-token.ts'
 import { Sql } from '../session/sql.ts'
 import type { DispatchTicket } from './dispatch-types.ts'
@@ -218,7 +219,9 @@ export class RunnerHub extends DurableObject<Env> {
     let message: RunnerMessage
     try {
       if (typeof data !== 'string') throw new Error('binary frames are not part of protocol v1')
-      const parsed = runnerMessageSchema.safeParse(JSON.parse(data))
+      const raw: unknown = JSON.parse(data)
+      if (exceedsJsonDepth(raw)) throw new Error(jsonDepthMessage())
+      const parsed = runnerMessageSchema.safeParse(raw)
       if (!parsed.success)
         throw new Error(
           `invalid message: ${parsed.error.issues[0]?.message ?? 'unknown'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`,

@@ -3,6 +3,7 @@
  * One non-streaming call to the engine. Never throws: the outcome says what happened, so the caller
  * can always record it (nothing captured is lost) and answer in the harness's format.
  */
+import { exceedsJsonDepth, jsonDepthMessage } from '../../normalize/json-depth.ts'
 import { errorKindForStatus, upstreamErrorMessage } from '../../normalize/errors.ts'
 import { EngineResponseError, parseEngineResponse } from '../../normalize/engine/engine-response.ts'
 import type { Completion, NormalizedError } from '../../normalize/types.ts'
@@ -54,6 +55,8 @@ export async function callUpstream(call: UpstreamCall): Promise<UpstreamOutcome>
   let json: unknown
   try {
     json = JSON.parse(text)
+    // Answers are held to the same nesting limit as requests (a runner's tunnel relays them).
+    if (exceedsJsonDepth(json)) throw new Error(jsonDepthMessage())
   } catch {
     const status = response.ok ? 502 : response.status
     return fail(

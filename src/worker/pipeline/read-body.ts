@@ -1,7 +1,9 @@
 /**
  * @module
- * Read a request body as text with a hard size cap, failing with 413 before buffering too much.
+ * Read a request body as text with a hard size cap, failing with 413 before buffering too much; parse
+ * it as a JSON object within the edge's nesting limit (`MAX_JSON_DEPTH`, 400 beyond it).
  */
+import { exceedsJsonDepth, jsonDepthMessage } from '../../normalize/json-depth.ts'
 import { GatewayError } from '../errors.ts'
 
 export async function readBodyText(request: Request, maxBytes: number): Promise<string> {
@@ -35,11 +37,23 @@ function tooLarge(maxBytes: number): GatewayError {
   return new GatewayError(413, 'request_too_large', `request body exceeds ${maxBytes} bytes`)
 }
 
+/** Parse a JSON value within the nesting limit, or fail with a 400 (`param` names the field it came in). */
+export function parseJsonWithinLimits(text: string, param: string | null = null): unknown {
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch (error) {
+    throw new GatewayError(400, 'invalid_request', `Invalid JSON${param ? ` in ${param}` : ' body'}: ${(error as Error).message}`, param)
+  }
+  if (exceedsJsonDepth(value)) throw new GatewayError(400, 'invalid_request', jsonDepthMessage(), param)
+  return value
+}
+
 /** Parse a JSON body or fail with a 400 that says where. */
 export function parseJsonBody(text: string): unknown {
   if (!text.trim()) throw new GatewayError(400, 'invalid_request', 'request body is empty: expected a JSON object')
   try {
-    const value: unknown = JSON.parse(text)
+    const value: unknown = parseJsonWithinLimits(text)
     if (value === null || typeof value !== 'object' || Array.isArray(value)) {
       throw new GatewayError(400, 'invalid_request', 'request body must be a JSON object')
     }

@@ -20,7 +20,7 @@ import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { createSessionToken } from '../../contract/session-token.ts'
 import { edgeConfig } from '../config.ts'
 import { GatewayError } from '../errors.ts'
-import { parseJsonBody, readBodyText } from '../pipeline/read-body.ts'
+import { parseJsonBody, parseJsonWithinLimits, readBodyText } from '../pipeline/read-body.ts'
 import { sessionStub } from '../pipeline/session-access.ts'
 import { requireAdmin } from './require-admin.ts'
 
@@ -149,11 +149,7 @@ export const trajectoryQuerySchema = z.object({
 function trajectoryQuery(query: Record<string, string>) {
   let config: unknown
   if (query.config !== undefined) {
-    try {
-      config = JSON.parse(query.config)
-    } catch {
-      throw new GatewayError(400, 'invalid_request', 'config must be a JSON object', 'config')
-    }
+    config = parseJsonWithinLimits(query.config, 'config')
   }
   return checkBuilderConfig(parseOrThrow(trajectoryQuerySchema, { ...query, config }))
 }
