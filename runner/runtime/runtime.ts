@@ -63,6 +63,10 @@ export interface Runtime {
    * of the forwarded port). Known after `start()`.
    */
   readonly edgeUrlInside: string
+  /** HOME inside (writable; harness config files go below it). */
+  readonly homeDir: string
+  /** Default cwd of exec: `spec.workdir ?? SESSION_MOUNT`. */
+  readonly workDir: string
   start(): Promise<void>
   exec(request: ExecRequest): Promise<ExecResult>
   /** Copy a host file or directory into the runtime (`target` is a path inside). */

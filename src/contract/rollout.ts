@@ -64,22 +64,36 @@ export const prepareActionSchema = z
   })
 export type PrepareAction = z.infer<typeof prepareActionSchema>
 
-export const runtimeSpecSchema = z.looseObject({
-  backend: z.enum(['docker', 'apptainer']).default('docker'),
-  image: z.string().min(1),
-  prepare: z.array(prepareActionSchema).default([]),
-  eval_prepare: z.array(prepareActionSchema).nullable().default(null),
-  env: stringMapSchema.default({}),
-  network: z.string().nullable().default('host'),
-  workdir: z.string().nullable().default(null),
-  cpus: z.number().int().positive().nullable().default(null),
-  memory_mb: z.number().int().positive().nullable().default(null),
-  storage_mb: z.number().int().positive().nullable().default(null),
-  gpus: z.number().int().min(0).default(0),
-  allow_internet: z.boolean().default(true),
-  import_path: z.string().nullable().default(null),
-  kwargs: metadataSchema.default({}),
-})
+/** Sandbox backends a runner offers (`local` = bubblewrap on the runner host; Rollgate's addition). */
+export const runtimeBackendSchema = z.enum(['docker', 'apptainer', 'local'])
+export type RuntimeBackend = z.infer<typeof runtimeBackendSchema>
+
+/**
+ * A task with `runtime: null` runs on the runner's default backend (`rollgate runner --runtime`); a spec
+ * without `backend` is Polar's `docker`. `image` is required except for `local` (the host's system dirs).
+ */
+export const runtimeSpecSchema = z
+  .looseObject({
+    backend: runtimeBackendSchema.default('docker'),
+    image: z.string().min(1).optional(),
+    prepare: z.array(prepareActionSchema).default([]),
+    eval_prepare: z.array(prepareActionSchema).nullable().default(null),
+    env: stringMapSchema.default({}),
+    network: z.string().nullable().default('host'),
+    workdir: z.string().nullable().default(null),
+    cpus: z.number().int().positive().nullable().default(null),
+    memory_mb: z.number().int().positive().nullable().default(null),
+    storage_mb: z.number().int().positive().nullable().default(null),
+    gpus: z.number().int().min(0).default(0),
+    allow_internet: z.boolean().default(true),
+    import_path: z.string().nullable().default(null),
+    kwargs: metadataSchema.default({}),
+  })
+  .superRefine((spec, ctx) => {
+    if (spec.backend !== 'local' && !spec.image) {
+      ctx.addIssue({ code: 'custom', path: ['image'], message: `runtime.image is required for the ${spec.backend} backend` })
+    }
+  })
 export type RuntimeSpec = z.infer<typeof runtimeSpecSchema>
 
 export const execInputSchema = z.object({

@@ -1,0 +1,86 @@
+/**
+ * @module
+ * The bubblewrap argv of one local-runtime exec (pure; the runtime passes it to `bwrap --args 3` through a
+ * pipe, so environment values such as the session token never appear in a process list).
+ *
+ * Layout inside: a fresh tmpfs root per exec with the host's system dirs read-only, a fresh `/proc` with
+ * `/proc/sys` read-only, a minimal `/dev`, and the session's writable dirs bound from host dirs that live as
+ * long as the session (so every exec sees the files of the previous ones): `/polar/session`, HOME (`/root`),
+ * `/tmp` and the work dir. The runner's helpers sit read-only under `/run/rollgate` (edge socket, launcher,
+ * Node binary). New PID, IPC, UTS, cgroup and network namespaces (only `lo`); as root every capability is
+ * dropped, otherwise a user namespace without capabilities and with further user namespaces disabled.
+ * Writable mounts never nest and the sandbox never writes a mountpoint's parent, so nothing it leaves
+ * behind (symlinks included) can redirect the next exec's mounts.
+ */
+/** Inside paths of the runner's helpers. */
+export const CONTROL_MOUNT = '/run/rollgate'
+export const EDGE_SOCKET_INSIDE = `${CONTROL_MOUNT}/edge.sock`
+export const NODE_INSIDE = `${CONTROL_MOUNT}/node`
+export const LAUNCHER_INSIDE = `${CONTROL_MOUNT}/launcher.mts`
+
+/** A host system dir as the sandbox sees it: read-only bind, or the same symlink (`/bin -> usr/bin`). */
+export interface SystemDir {
+  path: string
+  symlinkTarget?: string
+}
+
+export interface Bind {
+  source: string
+  target: string
+}
+
+export interface BwrapPlan {
+  /** Writable host dirs by inside path (session mount, HOME, /tmp, work dir); must not nest. */
+  writableBinds: Bind[]
+  /** The runner's end of the edge relay (host path). */
+  edgeSocket: string
+  nodeBinary: string
+  launcher: string
+  systemDirs: SystemDir[]
+  readOnlyBinds: Bind[]
+  /** The runner is root: drop every capability instead of entering a user namespace. */
+  privileged: boolean
+  env: Record<string, string>
+  cwd: string
+  command: string
+  /** Loopback port inside relayed to the edge socket; null = no relay. */
+  edgePort: number | null
+}
+
+/** Host proc entries that would let root-without-capabilities change the host (sysctls, sysrq). */
+const PROC_READ_ONLY = ['/proc/sys', '/proc/sysrq-trigger', '/proc/irq', '/proc/bus']
+
+/**
+ * `options` go through `--args FD` (they carry the environment); `command` stays on the command line
+ * (bwrap only takes the command from there).
+ */
+export function bwrapArgs(plan: BwrapPlan): { options: string[]; command: string[] } {
+  const args: string[] = []
+  for (const dir of plan.systemDirs) {
+    if (dir.symlinkTarget !== undefined) args.push('--symlink', dir.symlinkTarget, dir.path)
+    else args.push('--ro-bind', dir.path, dir.path)
+  }
+  args.push('--proc', '/proc')
+  for (const path of PROC_READ_ONLY) args.push('--ro-bind-try', path, path)
+  args.push('--dev', '/dev', '--tmpfs', '/dev/shm')
+  for (const bind of plan.writableBinds) args.push('--bind', bind.source, bind.target)
+  args.push('--ro-bind', plan.edgeSocket, EDGE_SOCKET_INSIDE)
+  args.push('--ro-bind', plan.nodeBinary, NODE_INSIDE, '--ro-bind', plan.launcher, LAUNCHER_INSIDE)
+  for (const bind of plan.readOnlyBinds) args.push('--ro-bind', bind.source, bind.target)
+  args.push('--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--unshare-cgroup-try')
+  if (plan.privileged) args.push('--cap-drop', 'ALL')
+  else args.push('--unshare-user', '--disable-userns')
+  args.push('--hostname', 'rollgate-sandbox', '--die-with-parent', '--new-session', '--clearenv')
+  for (const [key, value] of Object.entries(plan.env)) args.push('--setenv', key, value)
+  args.push('--chdir', plan.cwd)
+  const command = [NODE_INSIDE, LAUNCHER_INSIDE, 'run']
+  if (plan.edgePort !== null) command.push('--port', String(plan.edgePort), '--socket', EDGE_SOCKET_INSIDE)
+  command.push('--', plan.command)
+  return { options: args, command }
+}
+
+/** NUL-separated, as `bwrap --args FD` reads them. */
+export function encodeArgs(args: string[]): Buffer {
+  for (const arg of args) if (arg.includes('\0')) throw new Error('argument contains a NUL byte')
+  return Buffer.from(args.map((arg) => `${arg}\0`).join(''), 'utf8')
+}

@@ -1,0 +1,307 @@
+/**
+ * @module
+ * The `local` backend: one bubblewrap sandbox per exec over the session's writable host dirs (`/polar/session`,
+ * HOME=/root, `/tmp` and the work dir), so the session's execs share their files while each runs in fresh
+ * PID/IPC/UTS/network namespaces with only loopback (and its processes end with it). The edge is the one
+ * thing reachable: the launcher inside listens on `127.0.0.1:<edgePort>` before the command starts and
+ * relays to a unix socket whose other end (`edge-relay.ts`) connects to the edge.
+ *
+ * Limits: time per exec (kill of the whole PID namespace), memory/cpu/pids through a per-session cgroup v1
+ * when the hierarchy is writable, else memory through `prlimit --as` (virtual memory; Node-based harnesses
+ * need a generous value there). No storage limit, no GPUs.
+ */
+import { spawn } from 'node:child_process'
+import { accessSync, constants, existsSync, lstatSync, readFileSync, readlinkSync, realpathSync } from 'node:fs'
+import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join, posix } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { RuntimeSpec } from '../../../src/contract/rollout.ts'
+import { type EdgeRelay, startEdgeRelay } from '../edge-relay.ts'
+import { execResult, guardExec, OutputTail } from '../exec-support.ts'
+import { hostCopy, hostPathWithin, insidePath, isUnder } from '../paths.ts'
+import {
+  type ExecRequest,
+  type ExecResult,
+  type Runtime,
+  type RuntimeCapabilities,
+  type RuntimeContext,
+  SESSION_MOUNT,
+} from '../runtime.ts'
+import { type Bind, bwrapArgs, encodeArgs, type SystemDir } from './bwrap-args.ts'
+import { type Cgroup, createCgroup } from './cgroup.ts'
+
+export interface LocalRuntimeOptions {
+  /** bubblewrap binary (default `bwrap` on PATH). */
+  bwrapPath?: string
+  /** Loopback port inside the sandbox that reaches the edge (default 8787). */
+  edgePort?: number
+  /** Extra host dirs mounted read-only (prebuilt harness CLIs, caches), e.g. `{source: '/opt/harnesses', target: '/opt/harnesses'}`. */
+  readOnlyBinds?: Bind[]
+  /** Parent of the per-session private roots (default the OS temp dir). */
+  stateDir?: string
+  /** Process limit per session when the task sets none (cgroup only; default none). */
+  pidsLimit?: number | null
+}
+
+export const LOCAL_EDGE_PORT = 8787
+export const LOCAL_HOME = '/root'
+const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt']
+const LAUNCHER = fileURLToPath(new URL('../sandbox/launcher.ts', import.meta.url))
+
+function systemDirs(): SystemDir[] {
+  const dirs: SystemDir[] = []
+  for (const path of SYSTEM_DIRS) {
+    if (!existsSync(path)) continue
+    const info = lstatSync(path)
+    if (info.isSymbolicLink()) dirs.push({ path, symlinkTarget: readlinkSync(path) })
+    else if (info.isDirectory()) dirs.push({ path })
+  }
+  return dirs
+}
+
+function writableCgroup(controller: string): boolean {
+  try {
+    const line = readFileSync('/proc/self/cgroup', 'utf8')
+      .split('\n')
+      .find((entry) => entry.split(':')[1]?.split(',').includes(controller))
+    if (!line) return false
+    accessSync(join('/sys/fs/cgroup', controller, line.split(':')[2] ?? ''), constants.W_OK)
+    return true
+  } catch {
+    return false
+  }
+}
+
+let cachedCapabilities: RuntimeCapabilities | null = null
+export function localCapabilities(): RuntimeCapabilities {
+  cachedCapabilities ??= {
+    isolatesNetwork: true,
+    cpuLimits: writableCgroup('cpu'),
+    memoryLimits: true,
+    storageLimits: false,
+    gpus: false,
+  }
+  return cachedCapabilities
+}
+
+function safeName(sessionId: string): string {
+  return sessionId.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64)
+}
+
+interface RunningExec {
+  kill(): void
+  done: Promise<unknown>
+}
+
+export class LocalRuntime implements Runtime {
+  readonly backend = 'local'
+  readonly capabilities = localCapabilities()
+  readonly homeDir = LOCAL_HOME
+  readonly workDir: string
+  private readonly edgePort: number
+  private stateDir: string | null = null
+  private writable: Bind[] = []
+  private relay: EdgeRelay | null = null
+  private cgroup: Cgroup | null = null
+  private memoryRlimit: number | null = null
+  private starting: Promise<void> | null = null
+  private stopping: Promise<void> | null = null
+  private started = false
+  private readonly running = new Set<RunningExec>()
+  private readonly dirs = systemDirs()
+
+  readonly spec: RuntimeSpec
+  readonly context: RuntimeContext
+  private readonly options: LocalRuntimeOptions
+
+  constructor(spec: RuntimeSpec, context: RuntimeContext, options: LocalRuntimeOptions = {}) {
+    this.spec = spec
+    this.context = context
+    this.options = options
+    if (spec.gpus > 0) throw new Error('the local runtime has no GPUs (runtime.gpus must be 0)')
+    if (spec.storage_mb !== null) throw new Error('the local runtime cannot limit storage (runtime.storage_mb must be null)')
+    if (spec.cpus !== null && !this.capabilities.cpuLimits) {
+      throw new Error('runtime.cpus needs a writable cgroup v1 cpu controller (run the runner as root on a cgroup v1 host)')
+    }
+    this.edgePort = options.edgePort ?? LOCAL_EDGE_PORT
+    this.workDir = insidePath(spec.workdir ?? SESSION_MOUNT)
+    if (!isUnder(this.workDir, SESSION_MOUNT) && this.systemPath(this.workDir)) {
+      throw new Error(`runtime.workdir ${this.workDir} is inside a read-only system dir`)
+    }
+    for (const mount of [SESSION_MOUNT, LOCAL_HOME, '/tmp', '/run/rollgate']) {
+      if (mount !== this.workDir && isUnder(mount, this.workDir)) throw new Error(`runtime.workdir ${this.workDir} would hide ${mount}`)
+    }
+  }
+
+  get edgeUrlInside(): string {
+    const url = new URL(this.context.edgeUrl)
+    const path = url.pathname.replace(/\/+$/, '')
+    return `http://127.0.0.1:${this.edgePort}${path}`
+  }
+
+  start(): Promise<void> {
+    if (this.stopping) return Promise.reject(new Error('runtime stopped'))
+    this.starting ??= this.doStart()
+    return this.starting
+  }
+
+  private async doStart(): Promise<void> {
+    const base = await mkdtemp(join(this.options.stateDir ?? tmpdir(), `rollgate-local-${safeName(this.context.sessionId)}-`))
+    this.stateDir = base
+    await mkdir(this.context.sessionDir, { recursive: true })
+    const writable: Bind[] = [
+      { source: this.context.sessionDir, target: SESSION_MOUNT },
+      { source: join(base, 'home'), target: LOCAL_HOME },
+      { source: join(base, 'tmp'), target: '/tmp' },
+    ]
+    if (!writable.some((bind) => isUnder(this.workDir, bind.target))) writable.push({ source: join(base, 'work'), target: this.workDir })
+    for (const bind of writable.slice(1)) await mkdir(bind.source, { recursive: true })
+    await chmod(join(base, 'tmp'), 0o1777)
+    // A work dir below one of the writable mounts is just a directory there.
+    const parent = writable.find((bind) => bind.target !== this.workDir && isUnder(this.workDir, bind.target))
+    if (parent) await mkdir(await hostPathWithin(parent.source, posix.relative(parent.target, this.workDir)), { recursive: true })
+    this.writable = writable
+    await mkdir(join(base, 'control'), { recursive: true })
+    this.relay = await startEdgeRelay(join(base, 'control', 'edge.sock'), this.context.edgeUrl)
+    const memoryBytes = this.spec.memory_mb ? this.spec.memory_mb * 1024 * 1024 : null
+    const pids = numberKwarg(this.spec.kwargs.pids_limit) ?? this.options.pidsLimit ?? null
+    this.cgroup = await createCgroup(`${safeName(this.context.sessionId)}-${base.slice(-6)}`, { memoryBytes, cpus: this.spec.cpus, pids })
+    if (memoryBytes && !this.cgroup?.controllers.includes('memory')) this.memoryRlimit = memoryBytes
+    if (this.stopping) throw new Error('runtime cancelled during start')
+    // Prove the sandbox comes up here (INIT), not at the first harness step.
+    const probe = await this.spawnExec({ command: 'true', timeoutMs: 30_000 }, false)
+    if (probe.exitCode !== 0) throw new Error(`local sandbox failed to start: ${probe.stderr.trim() || `exit ${probe.exitCode}`}`)
+    this.started = true
+  }
+
+  async exec(request: ExecRequest): Promise<ExecResult> {
+    if (this.stopping) throw new Error('runtime stopped')
+    if (!this.started) throw new Error('runtime not started')
+    return this.spawnExec(request, true)
+  }
+
+  private async spawnExec(request: ExecRequest, relayEdge: boolean): Promise<ExecResult> {
+    const stateDir = this.stateDir
+    if (!stateDir || !this.relay) throw new Error('runtime not started')
+    const startedAt = Date.now()
+    const cwd = insidePath(request.cwd ?? this.workDir)
+    const env: Record<string, string> = { PATH: DEFAULT_PATH, HOME: LOCAL_HOME, USER: 'root', LANG: 'C.UTF-8', TMPDIR: '/tmp' }
+    Object.assign(env, request.env ?? {})
+    const { options, command } = bwrapArgs({
+      writableBinds: this.writable,
+      edgeSocket: this.relay.socketPath,
+      nodeBinary: realpathSync(process.execPath),
+      launcher: LAUNCHER,
+      systemDirs: this.dirs,
+      readOnlyBinds: this.options.readOnlyBinds ?? [],
+      privileged: process.getuid?.() === 0,
+      env,
+      cwd,
+      command: request.command,
+      edgePort: relayEdge ? this.edgePort : null,
+    })
+    const bwrap = this.options.bwrapPath ?? 'bwrap'
+    const prefix = this.memoryRlimit ? ['prlimit', `--as=${this.memoryRlimit}`, '--'] : []
+    const cgroupFiles = this.cgroup?.procsFiles ?? []
+    // A shell puts itself into the session's cgroups, then execs bwrap, so every sandboxed process is counted.
+    const argv = [
+      '/bin/sh',
+      '-c',
+      'for f in $ROLLGATE_CGROUP_PROCS; do echo $$ > "$f" || exit 126; done; exec "$@"',
+      'sh',
+      ...prefix,
+      bwrap,
+      '--args',
+      '3',
+      '--',
+      ...command,
+    ]
+    const stdout = await OutputTail.open(request.stdoutPath)
+    const stderr = await OutputTail.open(request.stderrPath)
+    const child = spawn(argv[0]!, argv.slice(1), {
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH ?? DEFAULT_PATH, ROLLGATE_CGROUP_PROCS: cgroupFiles.join(' ') },
+    })
+    const argsPipe = child.stdio[3] as NodeJS.WritableStream
+    argsPipe.on('error', () => {}) // bwrap may die before reading (then its exit says why)
+    argsPipe.end(encodeArgs(options))
+    const closed = new Promise<number>((resolve) => {
+      child.once('error', (error) => {
+        stderr.write(Buffer.from(`rollgate: cannot start bwrap: ${error.message}\n`))
+        resolve(127)
+      })
+      child.once('close', (code, signal) => resolve(code ?? (signal ? 128 + 9 : 1)))
+    })
+    const kill = () => {
+      // bwrap dies; --die-with-parent then kills the sandbox's PID 1, which takes its whole namespace down.
+      child.kill('SIGKILL')
+    }
+    const entry: RunningExec = { kill, done: closed }
+    this.running.add(entry)
+    const guard = guardExec(request, kill)
+    try {
+      const [code] = await Promise.all([closed, stdout.consume(child.stdout!), stderr.consume(child.stderr!)])
+      return execResult(code, stdout, stderr, guard, startedAt)
+    } finally {
+      guard.release()
+      this.running.delete(entry)
+      await stdout.close()
+      await stderr.close()
+    }
+  }
+
+  private systemPath(inside: string): string | null {
+    for (const dir of this.dirs) if (isUnder(inside, dir.path)) return dir.path
+    for (const bind of this.options.readOnlyBinds ?? []) if (isUnder(inside, bind.target)) return bind.target
+    return null
+  }
+
+  /** Host path of an inside path; writes are refused outside the writable mounts. */
+  private async hostPath(path: string, forWrite: boolean): Promise<string> {
+    const inside = insidePath(path, this.workDir)
+    if (!this.stateDir) throw new Error('runtime not started')
+    const mount = this.writable.filter((bind) => isUnder(inside, bind.target)).sort((a, b) => b.target.length - a.target.length)[0]
+    if (mount) return hostPathWithin(mount.source, posix.relative(mount.target, inside))
+    const bind = (this.options.readOnlyBinds ?? []).find((entry) => isUnder(inside, entry.target))
+    if (!forWrite && bind) return join(bind.source, posix.relative(bind.target, inside))
+    if (!forWrite && this.systemPath(inside) !== null) return inside
+    const writable = this.writable.map((entry) => entry.target).join(', ')
+    throw new Error(`${inside} is not ${forWrite ? 'writable' : 'readable'} in the local sandbox (writable: ${writable})`)
+  }
+
+  async upload(source: string, target: string): Promise<void> {
+    if (this.stopping) throw new Error('runtime stopped')
+    await hostCopy(source, await this.hostPath(target, true))
+  }
+
+  async download(source: string, target: string): Promise<void> {
+    if (this.stopping) throw new Error('runtime stopped')
+    await hostCopy(await this.hostPath(source, false), target)
+  }
+
+  stop(): Promise<void> {
+    this.stopping ??= this.teardown()
+    return this.stopping
+  }
+
+  cancel(): Promise<void> {
+    for (const entry of this.running) entry.kill()
+    return this.stop()
+  }
+
+  private async teardown(): Promise<void> {
+    for (const entry of this.running) entry.kill()
+    await this.starting?.catch(() => {})
+    for (const entry of this.running) entry.kill()
+    await Promise.all([...this.running].map((entry) => entry.done))
+    await this.relay?.close()
+    await this.cgroup?.destroy()
+    if (this.stateDir) await rm(this.stateDir, { recursive: true, force: true, maxRetries: 3 }).catch(() => {})
+  }
+}
+
+function numberKwarg(value: unknown): number | null {
+  return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : null
+}

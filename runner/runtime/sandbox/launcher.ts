@@ -1,0 +1,114 @@
+/**
+ * @module
+ * The one helper that runs INSIDE a sandbox (bind-mounted read-only, run by the runner's own Node binary,
+ * so it needs nothing from the image). Erasable TypeScript only: Node strips the types.
+ *
+ * Modes:
+ * - `run --port P --socket S [--pidfile F] -- <command>`: listen on `127.0.0.1:P` (when `--port` is given)
+ *   and relay every connection to the unix socket S (the runner's end of the edge relay), then run
+ *   `bash -lc <command>` (`sh -lc` when the image has no bash) in its own process group, forward its exit
+ *   status and, on SIGTERM/SIGINT/SIGHUP, kill the whole group. The port is up before the command starts.
+ * - `serve --port P --socket S`: only the relay, until killed (a container's main process).
+ * - `idle`: wait until killed (a container's main process when nothing is relayed).
+ * - `kill <pidfile>`: SIGKILL the process group recorded in a pidfile (cancel of a `docker exec`).
+ */
+import { spawn } from 'node:child_process'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { connect, createServer, type Server } from 'node:net'
+
+function parseFlags(args: string[]): { flags: Map<string, string>; rest: string[] } {
+  const flags = new Map<string, string>()
+  let index = 0
+  while (index < args.length && args[index] !== '--') {
+    const key = args[index]
+    const value = args[index + 1]
+    if (!key?.startsWith('--') || value === undefined) throw new Error(`bad argument ${key}`)
+    flags.set(key.slice(2), value)
+    index += 2
+  }
+  return { flags, rest: args.slice(index + 1) }
+}
+
+function relay(port: number, socketPath: string): Promise<Server> {
+  const server = createServer((inbound) => {
+    const outbound = connect(socketPath)
+    inbound.pipe(outbound)
+    outbound.pipe(inbound)
+    inbound.on('error', () => outbound.destroy())
+    outbound.on('error', () => inbound.destroy())
+  })
+  return new Promise((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, '127.0.0.1', () => resolve(server))
+  })
+}
+
+function shell(): string {
+  for (const candidate of ['/bin/bash', '/usr/bin/bash', '/usr/local/bin/bash']) if (existsSync(candidate)) return candidate
+  return '/bin/sh'
+}
+
+async function run(args: string[]): Promise<void> {
+  const { flags, rest } = parseFlags(args)
+  const command = rest[0]
+  if (command === undefined) throw new Error('run needs -- <command>')
+  const port = flags.get('port')
+  const socketPath = flags.get('socket')
+  if (port && socketPath) await relay(Number(port), socketPath)
+  const child = spawn(shell(), ['-lc', command], { stdio: 'inherit', detached: true })
+  const pidfile = flags.get('pidfile')
+  if (pidfile && child.pid) writeFileSync(pidfile, String(child.pid))
+  const killGroup = () => {
+    try {
+      if (child.pid) process.kill(-child.pid, 'SIGKILL')
+    } catch {
+      // already gone
+    }
+  }
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, killGroup)
+  child.on('error', (error) => {
+    process.stderr.write(`rollgate launcher: ${error.message}\n`)
+    process.exit(127)
+  })
+  child.on('exit', (code, signal) => {
+    killGroup() // leftovers of the command's group (background jobs) end with it
+    process.exit(code ?? 128 + signalNumber(signal))
+  })
+}
+
+function signalNumber(signal: NodeJS.Signals | null): number {
+  const numbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGSEGV: 11, SIGPIPE: 13, SIGTERM: 15 }
+  return (signal && numbers[signal]) || 0
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [mode, ...args] = argv
+  if (mode === 'run') return run(args)
+  if (mode === 'serve') {
+    const { flags } = parseFlags(args)
+    await relay(Number(flags.get('port')), String(flags.get('socket')))
+    return
+  }
+  if (mode === 'idle') {
+    setInterval(() => {}, 1 << 30)
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => process.exit(0))
+    return
+  }
+  if (mode === 'kill') {
+    const pid = Number(readFileSync(String(args[0]), 'utf8'))
+    if (pid > 1) {
+      try {
+        process.kill(-pid, 'SIGKILL')
+      } catch {
+        // already gone
+      }
+    }
+    return
+  }
+  throw new Error(`unknown mode ${mode}`)
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  process.stderr.write(`rollgate launcher: ${error instanceof Error ? error.message : String(error)}\n`)
+  process.exit(125)
+})
