@@ -45,10 +45,75 @@ export const prefixMergingConfigSchema = z.strictObject({
 export type PrefixMergingConfigInput = z.input<typeof prefixMergingConfigSchema>
 export type PrefixMergingConfig = z.infer<typeof prefixMergingConfigSchema>
 
-/** `per_request` takes no options. */
+/** `per_request` takes no options (Polar's `PerRequestBuilder` accepts any and ignores them; so does Rollgate). */
 export const perRequestConfigSchema = z.strictObject({})
 
-/** Parse a builder config (throws a ZodError naming the offending key). */
+/**
+ * Polar builder keys that do not apply here: accepted, ignored, and reported as a `builder_config_ignored`
+ * warning. `tokenizer_name_or_path` (newer Polar's `PrefixMergingBuilder`) names a tokenizer for backends that
+ * return no token ids; Rollgate always captures the engine's ids.
+ */
+export const IGNORED_POLAR_KEYS = { per_request: null, prefix_merging: ['tokenizer_name_or_path'] } as const
+
+export type BuilderId = keyof typeof IGNORED_POLAR_KEYS
+
+/** A builder config that cannot be used; `key` is the offending key (`config.<key>`), when there is one. */
+export class BuilderConfigError extends Error {
+  readonly key: string | null
+
+  constructor(message: string, key: string | null) {
+    super(message)
+    this.name = 'BuilderConfigError'
+    this.key = key
+  }
+}
+
+export interface CheckedBuilderConfig {
+  /** The keys the builder uses, validated (defaults not applied). */
+  config: Record<string, unknown>
+  /** One per ignored key. */
+  warnings: { code: 'builder_config_ignored'; message: string }[]
+}
+
+/**
+ * Check a builder config once, where it enters (route, task submit): unknown or mistyped keys throw a
+ * `BuilderConfigError` naming the key and what was expected; Polar keys that do not apply are dropped with a
+ * warning. `per_request` ignores every key, as Polar's does.
+ */
+export function checkBuilderConfig(builder: BuilderId, input: unknown): CheckedBuilderConfig {
+  if (input === undefined || input === null) return { config: {}, warnings: [] }
+  if (typeof input !== 'object' || Array.isArray(input)) {
+    throw new BuilderConfigError(`config must be a JSON object (got ${Array.isArray(input) ? 'an array' : typeof input})`, null)
+  }
+  const config: Record<string, unknown> = {}
+  const warnings: CheckedBuilderConfig['warnings'] = []
+  const ignored: readonly string[] | null = IGNORED_POLAR_KEYS[builder]
+  for (const [key, value] of Object.entries(input)) {
+    if (ignored === null || ignored.includes(key)) {
+      warnings.push({ code: 'builder_config_ignored', message: `${builder} ignores config.${key} (it does not apply to Rollgate)` })
+    } else config[key] = value
+  }
+  if (builder === 'prefix_merging') {
+    const result = prefixMergingConfigSchema.safeParse(config)
+    if (!result.success) throw configError(builder, result.error.issues)
+  }
+  return { config, warnings }
+}
+
+function configError(builder: BuilderId, issues: readonly z.core.$ZodIssue[]): BuilderConfigError {
+  const issue = issues[0]
+  if (!issue) return new BuilderConfigError(`invalid ${builder} config`, null)
+  if (issue.code === 'unrecognized_keys') {
+    const key = issue.keys[0] ?? ''
+    const known = Object.keys(prefixMergingConfigSchema.shape).join(', ')
+    return new BuilderConfigError(`config.${key}: unknown ${builder} option (known: ${known})`, key)
+  }
+  const key = issue.path.map(String).join('.')
+  return new BuilderConfigError(`config.${key}: ${issue.message}`, key || null)
+}
+
+/** Parse a prefix_merging config (throws a `BuilderConfigError` naming the offending key). */
 export function parsePrefixMergingConfig(input: unknown): PrefixMergingConfig {
-  return prefixMergingConfigSchema.parse(input ?? {})
+  const { config } = checkBuilderConfig('prefix_merging', input)
+  return prefixMergingConfigSchema.parse(config)
 }

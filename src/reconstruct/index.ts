@@ -12,14 +12,17 @@
  */
 import type { CompletionRecord } from '../contract/completion-record.ts'
 import type { BuilderName, Trajectory } from '../contract/trajectory.ts'
-import { type PrefixMergingConfigInput, parsePrefixMergingConfig, perRequestConfigSchema } from './config.ts'
+import { type PrefixMergingConfigInput, checkBuilderConfig, prefixMergingConfigSchema } from './config.ts'
 import { buildPerRequest } from './per-request.ts'
 import { buildPrefixMerging } from './prefix-merging.ts'
 import type { SessionInfo } from './trajectory-metadata.ts'
 
 export interface ReconstructOptions {
   builder: BuilderName
-  /** Builder config (Polar `StrategySpec.config`); validated, unknown keys rejected. */
+  /**
+   * Builder config (Polar `StrategySpec.config`); validated (`checkBuilderConfig`): unknown keys throw, Polar
+   * keys that do not apply are ignored and listed in `metadata.builder_warnings`.
+   */
   config?: PrefixMergingConfigInput | Record<string, unknown>
   /** Session facts (Polar `CompletionSession`); derived from the records when omitted. */
   session?: SessionInfo
@@ -29,18 +32,20 @@ export interface ReconstructOptions {
 
 /** Build the trajectory of one session from its completion records (any order). */
 export function reconstructTrajectory(records: readonly CompletionRecord[], options: ReconstructOptions): Trajectory {
-  if (options.builder === 'per_request') {
-    perRequestConfigSchema.parse(options.config ?? {})
-    return buildPerRequest(records, options.session)
+  if (options.builder !== 'per_request' && options.builder !== 'prefix_merging') {
+    throw new Error(`unknown builder: ${String(options.builder)}`)
   }
-  if (options.builder === 'prefix_merging') {
-    return buildPrefixMerging(records, {
-      config: parsePrefixMergingConfig(options.config),
-      ...(options.session === undefined ? {} : { session: options.session }),
-      ...(options.decode === undefined ? {} : { decode: options.decode }),
-    })
-  }
-  throw new Error(`unknown builder: ${String(options.builder)}`)
+  const { config, warnings } = checkBuilderConfig(options.builder, options.config)
+  const trajectory =
+    options.builder === 'per_request'
+      ? buildPerRequest(records, options.session)
+      : buildPrefixMerging(records, {
+          config: prefixMergingConfigSchema.parse(config),
+          ...(options.session === undefined ? {} : { session: options.session }),
+          ...(options.decode === undefined ? {} : { decode: options.decode }),
+        })
+  if (warnings.length > 0) trajectory.metadata.builder_warnings = warnings
+  return trajectory
 }
 
 export type {
@@ -57,6 +62,9 @@ export type {
 } from '../contract/trajectory.ts'
 export type { SessionInfo } from './trajectory-metadata.ts'
 export {
+  BuilderConfigError,
+  type CheckedBuilderConfig,
+  checkBuilderConfig,
   DEFAULT_MAX_CONTEXT_DRIFT_TOKENS,
   type PrefixMergingConfig,
   type PrefixMergingConfigInput,

@@ -244,8 +244,8 @@ describe('per_request builder', () => {
     expect(onlyExcluded.metadata.excluded_completions).toHaveLength(2)
   })
 
-  it('rejects unknown config keys (like Polar’s cls(**config))', () => {
-    expect(() => reconstructTrajectory(records, { builder: 'per_request', config: { x: 1 } })).toThrow()
+  it('prefix_merging rejects unknown config keys (like Polar’s cls(**config)); per_request ignores them (like Polar’s)', () => {
+    expect(reconstructTrajectory(records, { builder: 'per_request', config: { x: 1 } }).metadata.builder_warnings).toHaveLength(1)
     expect(() => reconstructTrajectory(records, { builder: 'prefix_merging', config: { end_of_turn: 1 } })).toThrow(/end_of_turn/)
   })
 })

@@ -22,7 +22,7 @@ describe('task submission', () => {
   it('expands num_samples sessions, each REGISTERED in its own SessionObject and queued at the hub', async () => {
     const res = await submit(taskBody('fanout-1', { num_samples: 4, metadata: { group_id: 'g1', policy_version: 3 } }))
     expect(res.status).toBe(200)
-    expect(await res.json()).toEqual({ task_id: 'fanout-1', status: 'running' })
+    expect(await res.json()).toMatchObject({ task_id: 'fanout-1', status: 'running' })
 
     const status = await taskStatus('fanout-1')
     expect(status).toMatchObject({
@@ -67,6 +67,24 @@ describe('task submission', () => {
     expect((await errorOf(builder)).param).toBe('builder.strategy')
     const slash = await submit(taskBody('../etc'))
     expect((await errorOf(slash)).param).toBe('task_id')
+    // Builder configs are checked at submit (before any agent runs), naming the key.
+    const bogus = await submit(taskBody('bad-7', { builder: { strategy: 'prefix_merging', config: { bogus: 1 } } }))
+    expect(bogus.status).toBe(400)
+    expect(await errorOf(bogus)).toMatchObject({
+      param: 'builder.config.bogus',
+      message: expect.stringContaining('unknown prefix_merging option'),
+    })
+    const mistyped = await submit(taskBody('bad-8', { builder: { strategy: 'prefix_merging', config: { strict: 'yes' } } }))
+    expect(await errorOf(mistyped)).toMatchObject({ param: 'builder.config.strict', message: expect.stringContaining('boolean') })
+    expect((await SELF.fetch(`${EDGE}/rollout/task/bad-7`, { headers: ADMIN })).status).toBe(404)
+    // Polar's keys that do not apply are accepted and reported.
+    const polar = await submit(
+      taskBody('polar-keys-1', { builder: { strategy: 'prefix_merging', config: { tokenizer_name_or_path: 'Qwen/Qwen3-8B' } } }),
+    )
+    expect(polar.status).toBe(200)
+    expect(((await polar.json()) as { warnings: { code: string; message: string }[] }).warnings).toEqual([
+      { code: 'builder_config_ignored', message: expect.stringContaining('config.tokenizer_name_or_path') },
+    ])
     expect((await SELF.fetch(`${EDGE}/rollout/task/never-submitted`, { headers: ADMIN })).status).toBe(404)
   })
 

@@ -62,7 +62,48 @@ describe('trajectory routes', () => {
       { headers: ADMIN },
     )
     expect(badConfig.status).toBe(400)
-    expect(((await badConfig.json()) as { error: { param: string } }).error.param).toBe('config')
+    expect(((await badConfig.json()) as { error: { param: string } }).error.param).toBe('config.max_context_drift_tokens')
+  })
+
+  it('checks builder configs at the route for every builder: 400 naming the key, Polar keys ignored with a warning', async () => {
+    await sessionWithTurns('traj-6', 2)
+    const get = (query: string) => SELF.fetch(`${EDGE}/v1/sessions/traj-6/trajectory?${query}`, { headers: ADMIN })
+    const config = (value: unknown) => `config=${encodeURIComponent(JSON.stringify(value))}`
+    // Polar's PerRequestBuilder accepts and ignores any config: so does Rollgate, and says so.
+    const perRequest = await get(`builder=per_request&${config({ bogus: 1 })}`)
+    expect(perRequest.status).toBe(200)
+    expect(((await perRequest.json()) as Trajectory).metadata.builder_warnings).toEqual([
+      { code: 'builder_config_ignored', message: 'per_request ignores config.bogus (it does not apply to Rollgate)' },
+    ])
+    const notObject = await get(`builder=per_request&${config([1])}`)
+    expect(notObject.status).toBe(400)
+    expect(((await notObject.json()) as { error: { param: string } }).error.param).toBe('config')
+    const tokenizer = await get(`builder=prefix_merging&${config({ tokenizer_name_or_path: 'Qwen/Qwen3-8B', strict: true })}`)
+    expect(tokenizer.status).toBe(200)
+    const merged = (await tokenizer.json()) as Trajectory
+    expect(merged.metadata.builder_warnings).toHaveLength(1)
+    const bogus = await get(`builder=prefix_merging&${config({ bogus: 1 })}`)
+    expect(bogus.status).toBe(400)
+    const error = ((await bogus.json()) as { error: { param: string; message: string } }).error
+    expect(error.param).toBe('config.bogus')
+    expect(error.message).toMatch(
+      /^invalid prefix_merging builder config: config\.bogus: unknown prefix_merging option \(known: end_of_turn_token_id, /,
+    )
+    for (const body of [
+      { builder: 'prefix_merging', config: { bogus: 1 } },
+      { builder: 'per_request', config: 'x' },
+    ]) {
+      const finalize = await SELF.fetch(`${EDGE}/v1/sessions/traj-6/finalize`, {
+        method: 'POST',
+        headers: ADMIN,
+        body: JSON.stringify(body),
+      })
+      expect(finalize.status).toBe(400)
+      await finalize.body?.cancel()
+    }
+    expect(
+      ((await (await SELF.fetch(`${EDGE}/v1/sessions/traj-6`, { headers: ADMIN })).json()) as { finalized: unknown }).finalized,
+    ).toBeNull()
   })
 
   it('finalize writes the trajectory to R2 under the documented key', async () => {

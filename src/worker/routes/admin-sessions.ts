@@ -5,16 +5,8 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
 import { upstreamKindSchema } from '../../contract/completion-record.ts'
-import { builderNameSchema } from '../../contract/trajectory.ts'
-import {
-  parsePrefixMergingConfig,
-  toJsonl,
-  toNemoGymRows,
-  toPolarCompletionRecord,
-  toSessionResult,
-  toSftRows,
-  toSftTokenRows,
-} from '../../reconstruct/index.ts'
+import { type BuilderName, builderNameSchema } from '../../contract/trajectory.ts'
+import { toJsonl, toNemoGymRows, toPolarCompletionRecord, toSessionResult, toSftRows, toSftTokenRows } from '../../reconstruct/index.ts'
 import type { SessionConfig } from '../../durable/session/record.ts'
 import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { createSessionToken } from '../../contract/session-token.ts'
@@ -23,6 +15,7 @@ import { GatewayError } from '../errors.ts'
 import { parseJsonBody, parseJsonWithinLimits, readBodyText } from '../pipeline/read-body.ts'
 import { sessionStub } from '../pipeline/session-access.ts'
 import { requireAdmin } from './require-admin.ts'
+import { builderConfigOrThrow } from '../builder-config.ts'
 
 /** Polar's accepted session id shape (polar-compat.md §6). */
 const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
@@ -154,14 +147,9 @@ function trajectoryQuery(query: Record<string, string>) {
   return checkBuilderConfig(parseOrThrow(trajectoryQuerySchema, { ...query, config }))
 }
 
-/** Reject a bad builder config with a 400 here, before the session does any work. */
-function checkBuilderConfig<T extends { builder: string; config?: Record<string, unknown> | undefined }>(request: T): T {
-  if (request.builder !== 'prefix_merging' || !request.config) return request
-  try {
-    parsePrefixMergingConfig(request.config)
-  } catch (error) {
-    throw new GatewayError(400, 'invalid_request', `invalid prefix_merging config: ${(error as Error).message}`, 'config')
-  }
+/** Reject a bad builder config with a 400 naming the key here, before the session does any work. */
+function checkBuilderConfig<T extends { builder: BuilderName; config?: Record<string, unknown> | undefined }>(request: T): T {
+  builderConfigOrThrow(request.builder, request.config)
   return request
 }
 

@@ -24,6 +24,7 @@ import { GatewayError } from '../errors.ts'
 import { parseJsonBody, readBodyText } from '../pipeline/read-body.ts'
 import { hubStub, sessionRolloutStub, taskStub } from '../pipeline/rollout-stubs.ts'
 import { requireAdmin } from './require-admin.ts'
+import { builderConfigOrThrow } from '../builder-config.ts'
 
 /** A TaskRequest is instructions plus specs; 4 MiB is far above any real one. */
 const MAX_TASK_BODY_BYTES = 4 * 1024 * 1024
@@ -35,13 +36,15 @@ export const rollout = new Hono<AppEnv>()
 for (const path of ['/rollout/task/submit', '/v1/tasks']) {
   rollout.post(path, requireAdmin, async (c) => {
     const request: TaskRequest = parseOrThrow(taskRequestSchema, parseJsonBody(await readBodyText(c.req.raw, MAX_TASK_BODY_BYTES)))
+    // Checked here, not after each session's agent has run (the build would fail then).
+    const { warnings } = builderConfigOrThrow(request.builder.strategy, request.builder.config, 'builder.config')
     const config = edgeConfig(c.env)
     const outcome = await taskStub(c.env, request.task_id).submit(request.task_id, request, {
       public_url: (c.env.ROLLGATE_PUBLIC_URL || new URL(c.req.url).origin).replace(/\/+$/, ''),
       upstream: { url: config.upstreamUrl, kind: config.upstreamKind, served_model: config.servedModel },
     })
     if (!outcome.ok) throw new GatewayError(409, 'invalid_request', `task ${request.task_id} is still running`, 'task_id')
-    return c.json({ task_id: request.task_id, status: 'running' as const })
+    return c.json({ task_id: request.task_id, status: 'running' as const, warnings })
   })
 }
 
