@@ -234,7 +234,12 @@ export function agentTimeoutSeconds(task: Pick<TaskRequest, 'agent_timeout_secon
   return typeof fromMetadata === 'number' && Number.isFinite(fromMetadata) && fromMetadata > 0 ? fromMetadata : null
 }
 
-export const taskSubmitResponseSchema = z.object({ task_id: z.string(), status: z.literal('running') })
+export const taskSubmitResponseSchema = z.object({
+  task_id: z.string(),
+  status: z.literal('running'),
+  /** Rollgate: things the trainer should know (e.g. `evaluator_not_offered`); the task is accepted anyway. */
+  warnings: z.array(z.object({ code: z.string(), message: z.string() })).optional(),
+})
 export type TaskSubmitResponse = z.infer<typeof taskSubmitResponseSchema>
 
 // ---------------------------------------------------------------------------------------------
@@ -319,6 +324,8 @@ export const runnerInfoSchema = z.object({
   heartbeat_interval_seconds: z.number(),
   last_heartbeat: z.string().nullable(),
   upstream: z.object({ model: z.string(), kind: upstreamKindSchema }).nullable(),
+  /** Runner-side evaluators the runner reported at register; null when it did not say. */
+  evaluators: z.array(z.string()).nullable(),
   sessions: z.number().int(),
 })
 export type RunnerInfo = z.infer<typeof runnerInfoSchema>

@@ -7,6 +7,7 @@ import type { Trajectory } from '../../src/contract/trajectory.ts'
 import type { SessionRpc } from '../../src/durable/session/session-object.ts'
 import { fromPolarCompletionRecords, reconstructTrajectory } from '../../src/reconstruct/index.ts'
 import { completionInput, growingSession } from '../support/records.ts'
+import { cancelTask, eventually, submit, TestRunner, taskBody, taskStatus } from './rollout-support.ts'
 
 const ADMIN = { authorization: 'Bearer test-admin-token', 'content-type': 'application/json' }
 const EDGE = 'https://edge.test'
@@ -127,5 +128,56 @@ describe("Polar's trainer client: admin token in the base URL, /health", () => {
       expect(res.status).toBe(200)
       expect(await res.json()).toMatchObject({ status: 'ok' })
     }
+  })
+})
+
+describe('runner-side evaluators', () => {
+  it('warns at submit when no connected runner offers the evaluator; a session whose evaluator did not run ends ERROR', async () => {
+    const runner = await TestRunner.start('polar-eval-r1', { evaluators: ['test_on_output'] })
+    runner.serveTunnel(() => null)
+    const warnings = async (strategy: string, taskId: string) => {
+      const res = await submit(
+        taskBody(taskId, { evaluator: { strategy, config: {} }, num_samples: 2, builder: { strategy: 'per_request' } }),
+      )
+      expect(res.status).toBe(200)
+      return ((await res.json()) as { warnings?: { code: string; message: string }[] }).warnings
+    }
+    expect(await warnings('swebench_harness', 'eval-missing')).toEqual([
+      {
+        code: 'evaluator_not_offered',
+        message: expect.stringContaining('evaluator swebench_harness runs on a runner and no connected runner offers it'),
+      },
+    ])
+    await cancelTask('eval-missing')
+    expect(await warnings('session_completed', 'eval-edge')).toEqual([])
+    await cancelTask('eval-edge')
+    expect(await warnings('test_on_output', 'eval-offered')).toEqual([])
+
+    const first = await runner.takeAssignment('eval-offered')
+    const second = await runner.takeAssignment('eval-offered')
+    // One session's evaluator ran, the other's did not (no eval_result): ERROR with the reason, not a zero reward.
+    runner.send({
+      type: 'session.finished',
+      session_id: first.session_id,
+      agent_result: { status: 'completed', return_code: 0 },
+      eval_result: { outcome_reward: 1 },
+    })
+    runner.send({ type: 'session.finished', session_id: second.session_id, agent_result: { status: 'completed', return_code: 0 } })
+    const status = await eventually(async () => {
+      const current = await taskStatus('eval-offered')
+      expect(current.results).toHaveLength(2)
+      return current
+    })
+    const bySession = new Map(status.results.map((result) => [result.session_id, result]))
+    expect(bySession.get(first.session_id)).toMatchObject({ status: 'COMPLETED', error: null })
+    const missed = bySession.get(second.session_id)
+    expect(missed).toMatchObject({ status: 'ERROR', trajectory: { status: 'ERROR' } })
+    expect(missed?.error).toContain('evaluator test_on_output did not run')
+    expect(missed?.trajectory.metadata.evaluation).toMatchObject({
+      strategy: 'test_on_output',
+      error: expect.stringContaining('did not run'),
+    })
+    expect(status.status).toBe('completed')
+    runner.close()
   })
 })

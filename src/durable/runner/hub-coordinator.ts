@@ -320,7 +320,7 @@ export class HubCoordinator {
     }
     // Enrolment: mint the runner's secret now that the registration is valid (sent once, below).
     const runnerSecret = enrolling ? await this.#deps.credentials.mint(runnerId, this.#deps.now()) : undefined
-    registry.upsertRunner(runnerId, message.capacity, message.upstream, message.labels, this.#deps.now())
+    registry.upsertRunner(runnerId, message.capacity, message.upstream, message.labels, this.#deps.now(), message.evaluators ?? null)
     const reported = new Map(message.sessions.map((entry) => [entry.session_id, entry.status]))
     const keep: string[] = []
     const drop: string[] = []

@@ -44,6 +44,8 @@ const MIGRATIONS: readonly string[] = [
   'CREATE TABLE IF NOT EXISTS hub_alarm (id INTEGER PRIMARY KEY CHECK (id = 1), armed_for INTEGER)',
   // Per-runner credentials (`runner-credentials.ts`): apart from hub_runners, so they outlive a runner declared lost.
   'CREATE TABLE IF NOT EXISTS hub_runner_credentials (runner_id TEXT PRIMARY KEY, secret_sha256 TEXT NOT NULL, enrolled_at INTEGER NOT NULL)',
+  // Runner-side evaluators a runner reports at register (JSON array; NULL: not reported).
+  'ALTER TABLE hub_runners ADD COLUMN evaluators TEXT',
 ]
 
 /** Task states kept for the overview (oldest dropped beyond this). */
@@ -74,6 +76,8 @@ export interface RunnerRow {
   upstream: { model: string; kind: NonNullable<TaskUpstream['kind']> } | null
   metrics: StageMetrics
   labels: Record<string, string>
+  /** Runner-side evaluator strategies it reported at register; null when it did not say. */
+  evaluators: string[] | null
   draining: boolean
   connected: boolean
   registered_at: number
@@ -112,6 +116,7 @@ function runnerFromRow(row: Row): RunnerRow {
     upstream: row.upstream ? JSON.parse(row.upstream as string) : null,
     metrics: JSON.parse(row.metrics as string),
     labels: JSON.parse(row.labels as string),
+    evaluators: typeof row.evaluators === 'string' ? JSON.parse(row.evaluators) : null,
     draining: row.draining === 1,
     connected: row.connected === 1,
     registered_at: row.registered_at as number,
@@ -163,18 +168,20 @@ export class RunnerRegistry {
     upstream: RunnerRow['upstream'],
     labels: Record<string, string>,
     now: number,
+    evaluators: readonly string[] | null = null,
   ): RunnerRow {
     const full: Required<RunnerCapacity> = { ...capacity, ready_buffer: capacity.ready_buffer ?? capacity.max_run_workers }
     this.#sql.run(
-      `INSERT INTO hub_runners (runner_id, capacity, upstream, metrics, labels, draining, connected, registered_at, last_seen, disconnected_at, reservations)
-       VALUES (?, ?, ?, ?, ?, 0, 1, ?, ?, NULL, 0)
+      `INSERT INTO hub_runners (runner_id, capacity, upstream, metrics, labels, evaluators, draining, connected, registered_at, last_seen, disconnected_at, reservations)
+       VALUES (?, ?, ?, ?, ?, ?, 0, 1, ?, ?, NULL, 0)
        ON CONFLICT (runner_id) DO UPDATE SET capacity = excluded.capacity, upstream = excluded.upstream, labels = excluded.labels,
-         draining = 0, connected = 1, last_seen = excluded.last_seen, disconnected_at = NULL, reservations = 0`,
+         evaluators = excluded.evaluators, draining = 0, connected = 1, last_seen = excluded.last_seen, disconnected_at = NULL, reservations = 0`,
       runnerId,
       JSON.stringify(full),
       upstream ? JSON.stringify(upstream) : null,
       JSON.stringify(EMPTY_METRICS),
       JSON.stringify(labels),
+      evaluators ? JSON.stringify(evaluators) : null,
       now,
       now,
     )
@@ -250,6 +257,7 @@ export class RunnerRegistry {
       heartbeat_interval_seconds: heartbeatIntervalMs / 1000,
       last_heartbeat: new Date(runner.last_seen).toISOString(),
       upstream: runner.upstream,
+      evaluators: runner.evaluators,
       sessions: this.occupying(runner.runner_id),
     }
   }

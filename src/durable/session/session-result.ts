@@ -57,19 +57,36 @@ function agentStatus(state: LifecycleState): TrajectoryStatus {
   }
 }
 
-/** Run the evaluator: edge evaluators here, runtime-bound ones came with the runner's report. */
+/**
+ * Run the evaluator: edge evaluators here, runtime-bound ones came with the runner's report.
+ * A runner-side evaluator that did not run (no `eval_result`) or gave no reward at all (null
+ * `outcome_reward` and `trace_rewards`) ends the session `ERROR` with the reason: Polar's bridge would
+ * read the missing reward as 0.0 and train on it. A trajectory already `TIMEOUT`/`ERROR` keeps its
+ * status; the reason is recorded in `metadata.evaluation.error` either way.
+ */
 export function evaluate(trajectory: Trajectory, state: LifecycleState): Trajectory {
   const evaluator = state.spec.evaluator
   if (!evaluator || !state.build) return trajectory
-  let result: EvalResult
   if ((EDGE_EVALUATORS as readonly string[]).includes(evaluator.strategy)) {
-    result = { outcome_reward: trajectory.status === 'COMPLETED' ? 1 : 0, trace_rewards: null, metadata: {} }
-  } else if (state.eval_result) {
-    result = state.eval_result
-  } else {
-    result = { outcome_reward: null, trace_rewards: null, metadata: { error: 'the runner reported no eval_result' } }
+    const result = { outcome_reward: trajectory.status === 'COMPLETED' ? 1 : 0, trace_rewards: null, metadata: {} }
+    return applyEvalResult(trajectory, result, { strategy: evaluator.strategy })
   }
-  return applyEvalResult(trajectory, result, { strategy: evaluator.strategy })
+  const reported = state.eval_result
+  const missing =
+    reported === null
+      ? `evaluator ${evaluator.strategy} did not run: the runner reported no eval_result${state.error ? ` (${state.error})` : ''}`
+      : reported.outcome_reward === null && reported.trace_rewards === null
+        ? `evaluator ${evaluator.strategy} gave no reward (outcome_reward and trace_rewards are null)`
+        : null
+  if (missing === null && reported !== null) return applyEvalResult(trajectory, reported, { strategy: evaluator.strategy })
+  const errorMetadata = { ...(reported?.metadata ?? {}), error: missing }
+  const evaluated = applyEvalResult(
+    trajectory,
+    { outcome_reward: null, trace_rewards: null, metadata: errorMetadata },
+    { strategy: evaluator.strategy },
+  )
+  if (evaluated.status !== 'COMPLETED') return evaluated
+  return { ...evaluated, status: 'ERROR', error: missing }
 }
 
 export function sessionResult(sessionId: string, trajectory: Trajectory, state: LifecycleState, timing: SessionTiming): SessionResult {

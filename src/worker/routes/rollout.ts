@@ -4,7 +4,7 @@
  *
  * | Route | What |
  * |---|---|
- * | `POST /rollout/task/submit`, `POST /v1/tasks` | `TaskRequest` → `{task_id, status: "running"}`; 409 while the same task runs |
+ * | `POST /rollout/task/submit`, `POST /v1/tasks` | `TaskRequest` → `{task_id, status: "running", warnings?}`; 409 while the same task runs |
  * | `GET /rollout/task/:id` (`GET /v1/tasks/:id`) | `TaskStatus` (`?results=false` omits the results) |
  * | `DELETE /rollout/task/:id` | cancel every session of the task |
  * | `GET /rollout/session/:id` | a rollout session's lifecycle |
@@ -21,6 +21,7 @@ import { type TaskRequest, taskRequestSchema } from '../../contract/rollout.ts'
 import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { edgeConfig } from '../config.ts'
 import { GatewayError } from '../errors.ts'
+import { evaluatorWarnings } from '../pipeline/evaluator-warnings.ts'
 import { parseJsonBody, readBodyText } from '../pipeline/read-body.ts'
 import { hubStub, sessionRolloutStub, taskStub } from '../pipeline/rollout-stubs.ts'
 import { requireAdmin } from './require-admin.ts'
@@ -44,7 +45,8 @@ for (const path of ['/rollout/task/submit', '/v1/tasks']) {
       upstream: { url: config.upstreamUrl, kind: config.upstreamKind, served_model: config.servedModel },
     })
     if (!outcome.ok) throw new GatewayError(409, 'invalid_request', `task ${request.task_id} is still running`, 'task_id')
-    return c.json({ task_id: request.task_id, status: 'running' as const, warnings })
+    const evaluator = request.evaluator ? evaluatorWarnings(request, (await hubStub(c.env).status()).nodes.nodes) : []
+    return c.json({ task_id: request.task_id, status: 'running' as const, warnings: [...warnings, ...evaluator] })
   })
 }
 
