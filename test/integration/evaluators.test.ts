@@ -12,33 +12,45 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { EVALUATORS, runEvaluation } from '../../runner/evaluators/index.ts'
 import type { Runtime } from '../../runner/runtime/runtime.ts'
 import { KNOWN_FIXES } from '../../engine/policy/known-fixes.ts'
-import { z } from 'zod'
-import { type EvaluatorSpec, evaluatorSpecSchema, type PrepareAction, prepareActionSchema } from '../../src/contract/rollout.ts'
+import { type EvaluatorSpec, type PrepareAction, runtimeSpecSchema, taskRequestSchema } from '../../src/contract/rollout.ts'
 import { loadTaskFile } from '../../tasks/load.ts'
 import { evaluationContext, runPrepare } from '../support/evaluation.ts'
-import { HostRuntime } from '../support/host-runtime.ts'
+import { createRuntime } from '../../runner/runtime/index.ts'
 
 const FIX = KNOWN_FIXES.find((fix) => fix.id === 'fix-stats/median-even')!
 let root: string
-const runtimes: HostRuntime[] = []
+const runtimes: Runtime[] = []
 
-async function newRuntime(name: string): Promise<HostRuntime> {
-  const runtime = new HostRuntime(join(root, name, 'session'))
-  await runtime.start()
+interface Sandbox {
+  runtime: Runtime
+  /** Host directory mounted at /polar/session inside. */
+  sessionDir: string
+}
+
+/** A real local (bubblewrap) runtime, as the runner builds it; the edge port goes nowhere (not needed). */
+async function newRuntime(name: string): Promise<Sandbox> {
+  const sessionDir = join(root, name, 'session')
+  await mkdir(join(sessionDir, 'logs', 'agent'), { recursive: true })
+  const runtime = createRuntime(
+    runtimeSpecSchema.parse({ backend: 'local' }),
+    { sessionId: `rs_eval_${name}`, sessionDir, edgeUrl: 'http://127.0.0.1:9' },
+    { defaultBackend: 'local' },
+  )
   runtimes.push(runtime)
-  return runtime
+  await runtime.start()
+  return { runtime, sessionDir }
 }
 
 beforeAll(async () => {
   root = await mkdtemp(join(tmpdir(), 'rollgate-evaluators-'))
 })
 afterAll(async () => {
-  for (const runtime of runtimes) await runtime.stop()
+  await Promise.all(runtimes.map((runtime) => runtime.stop()))
   await rm(root, { recursive: true, force: true })
 })
 
 /** Replace one line of a file inside a runtime, as an agent's edit would. */
-async function editInRuntime(runtime: Runtime, file: string, from: string, to: string) {
+async function editInRuntime({ runtime }: Sandbox, file: string, from: string, to: string) {
   const script = `import pathlib; p = pathlib.Path(${JSON.stringify(file)}); t = p.read_text(); assert ${JSON.stringify(from)} in t; p.write_text(t.replace(${JSON.stringify(from)}, ${JSON.stringify(to)}, 1))`
   const result = await runtime.exec({ command: `python3 -c ${shellArg(script)}` })
   expect(result.exitCode, result.stderr).toBe(0)
@@ -51,16 +63,18 @@ describe('test_on_output over the fix-stats task fixture', () => {
   let spec: EvaluatorSpec
 
   beforeAll(() => {
-    const task = loadTaskFile(join(import.meta.dirname, '../../tasks/fix-stats/task.json'))
-    prepare = z.array(prepareActionSchema).parse(task.runtime?.prepare)
-    spec = evaluatorSpecSchema.parse(task.evaluator)
+    // The fixture is a valid TaskRequest once its upload sources are resolved.
+    const task = taskRequestSchema.parse(loadTaskFile(join(import.meta.dirname, '../../tasks/fix-stats/task.json')))
+    prepare = task.runtime?.prepare ?? []
+    spec = task.evaluator!
+    expect(task.runtime?.backend).toBe('local')
   })
 
   async function session(name: string) {
     const live = await newRuntime(`${name}-live`)
     const fresh = await newRuntime(`${name}-fresh`)
-    await runPrepare(live, prepare)
-    await runPrepare(fresh, prepare)
+    await runPrepare(live.runtime, prepare)
+    await runPrepare(fresh.runtime, prepare)
     return { live, fresh }
   }
 
@@ -68,11 +82,11 @@ describe('test_on_output over the fix-stats task fixture', () => {
     const { live, fresh } = await session('resolved')
     await editInRuntime(live, '/polar/session/workspace/stats/core.py', FIX.buggy, FIX.fixed)
     // Noise the exclusions must drop: a harness config dir and bytecode.
-    await live.exec({
+    await live.runtime.exec({
       command: 'mkdir -p .claude __pycache__ && echo x > .claude/settings.json && echo y > __pycache__/m.pyc',
       cwd: '/polar/session/workspace',
     })
-    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec, live, fresh))
+    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec, live.runtime, fresh.runtime))
     expect(result.outcome_reward).toBe(1)
     expect(result.metadata.report).toMatchObject({ resolved: true, empty_generation: false, failed_apply_patch: false })
     expect(result.metadata.excluded_files).toEqual(expect.arrayContaining(['.claude/settings.json', '__pycache__/m.pyc']))
@@ -87,7 +101,7 @@ describe('test_on_output over the fix-stats task fixture', () => {
   it('unresolved: a change that does not fix the bug scores 0 with the failing test named', async () => {
     const { live, fresh } = await session('unresolved')
     await editInRuntime(live, '/polar/session/workspace/stats/core.py', '"""Descriptive statistics', '"""Statistics')
-    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec, live, fresh))
+    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec, live.runtime, fresh.runtime))
     expect(result.outcome_reward).toBe(0)
     expect(result.metadata.report).toMatchObject({ resolved: false, empty_generation: false, failed_apply_patch: false })
     expect(result.metadata.parsed).toMatchObject({ test_median_even: 'FAILED', test_mean: 'PASSED' })
@@ -95,8 +109,8 @@ describe('test_on_output over the fix-stats task fixture', () => {
 
   it('empty generation: no change (or only excluded files) scores 0 without running the tests', async () => {
     const { live, fresh } = await session('empty')
-    await live.exec({ command: 'mkdir -p .pi && echo z > .pi/state', cwd: '/polar/session/workspace' })
-    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec, live, fresh))
+    await live.runtime.exec({ command: 'mkdir -p .pi && echo z > .pi/state', cwd: '/polar/session/workspace' })
+    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec, live.runtime, fresh.runtime))
     expect(result.outcome_reward).toBe(0)
     expect(result.metadata.report).toMatchObject({ empty_generation: true })
     expect(result.metadata.test_output_path).toBeUndefined()
@@ -104,19 +118,19 @@ describe('test_on_output over the fix-stats task fixture', () => {
 
   it('live mode (no refresh_runtime, no patch command) grades the live runtime directly', async () => {
     const live = await newRuntime('live-mode')
-    await runPrepare(live, prepare)
+    await runPrepare(live.runtime, prepare)
     const { patch_command: _, ...config } = spec.config
     const liveSpec = { ...spec, refresh_runtime: false, config }
-    expect((await runEvaluation(await evaluationContext(live.sessionDir, liveSpec, live))).outcome_reward).toBe(0)
+    expect((await runEvaluation(await evaluationContext(live.sessionDir, liveSpec, live.runtime))).outcome_reward).toBe(0)
     await editInRuntime(live, '/polar/session/workspace/stats/core.py', FIX.buggy, FIX.fixed)
-    const result = await runEvaluation(await evaluationContext(live.sessionDir, liveSpec, live))
+    const result = await runEvaluation(await evaluationContext(live.sessionDir, liveSpec, live.runtime))
     expect(result.outcome_reward).toBe(1)
     expect(result.metadata.mode).toBe('live_runtime')
   })
 
   it('refresh_runtime without a prepared fresh runtime is an error, not a silent 0', async () => {
     const live = await newRuntime('no-fresh')
-    await expect(runEvaluation(await evaluationContext(live.sessionDir, spec, live, null))).rejects.toThrow(/no fresh runtime/)
+    await expect(runEvaluation(await evaluationContext(live.sessionDir, spec, live.runtime, null))).rejects.toThrow(/no fresh runtime/)
   })
 })
 
@@ -167,14 +181,14 @@ describe('swebench_harness on a tiny SWE-bench-style repo', () => {
   async function session(name: string) {
     const live = await newRuntime(`${name}-live`)
     const fresh = await newRuntime(`${name}-fresh`)
-    for (const runtime of [live, fresh]) await runtime.upload(repo, '/polar/session/testbed')
+    for (const { runtime } of [live, fresh]) await runtime.upload(repo, '/polar/session/testbed')
     return { live, fresh }
   }
 
   it('resolved: model patch + hidden test patch, FAIL_TO_PASS passes and PASS_TO_PASS still passes', async () => {
     const { live, fresh } = await session('swe-resolved')
     await editInRuntime(live, '/polar/session/testbed/calc.py', 'def sub(a, b):\n    return a + b', 'def sub(a, b):\n    return a - b')
-    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec(), live, fresh))
+    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec(), live.runtime, fresh.runtime))
     expect(result.outcome_reward).toBe(1)
     expect(result.metadata.instance_id).toBe('tiny__calc-1')
     expect(result.metadata.report).toMatchObject({
@@ -192,7 +206,7 @@ describe('swebench_harness on a tiny SWE-bench-style repo', () => {
   it('unresolved: a patch that breaks PASS_TO_PASS and misses FAIL_TO_PASS scores 0', async () => {
     const { live, fresh } = await session('swe-unresolved')
     await editInRuntime(live, '/polar/session/testbed/calc.py', 'def add(a, b):\n    return a + b', 'def add(a, b):\n    return a * b')
-    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec(), live, fresh))
+    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec(), live.runtime, fresh.runtime))
     expect(result.outcome_reward).toBe(0)
     expect(result.metadata.report).toMatchObject({
       resolved: false,
@@ -208,7 +222,7 @@ describe('swebench_harness on a tiny SWE-bench-style repo', () => {
     const { live, fresh } = await session('swe-unappliable')
     await editInRuntime(live, '/polar/session/testbed/calc.py', 'def sub(a, b):\n    return a + b', 'def sub(a, b):\n    return a - b')
     await writeFile(join(fresh.sessionDir, 'testbed/calc.py'), 'import operator\n\nmul = operator.mul\n')
-    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec(), live, fresh))
+    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec(), live.runtime, fresh.runtime))
     expect(result.outcome_reward).toBe(0)
     expect(result.metadata.report).toMatchObject({ failed_apply_patch: true, resolved: false })
     expect(String(result.metadata.apply_patch_output)).toMatch(/__POLAR_APPLY_PATCH_FAIL__/)
@@ -219,7 +233,7 @@ describe('swebench_harness on a tiny SWE-bench-style repo', () => {
     await editInRuntime(live, '/polar/session/testbed/calc.py', 'def sub(a, b):\n    return a + b', 'def sub(a, b):\n    return a - b')
     // The fresh copy drifted by a changed context line: git apply (exact context) fails, patch applies with fuzz.
     await writeFile(join(fresh.sessionDir, 'testbed/calc.py'), CALC.replace('def sub(a, b):', 'def sub(a, b):  # a minus b'))
-    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec(), live, fresh))
+    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec(), live.runtime, fresh.runtime))
     expect(String(result.metadata.apply_patch_output)).toMatch(/error: patch failed/)
     expect(String(result.metadata.apply_patch_output)).toMatch(/with fuzz/)
     expect(result.metadata.report).toMatchObject({ failed_apply_patch: false, resolved: true })
@@ -252,38 +266,40 @@ describe('harbor with a Harbor-style tests dir', () => {
       'if grep -qx hi "$VERIFIER_DIR/../../hello.txt"; then echo 1 > "$VERIFIER_DIR/reward.txt"; else echo 0 > "$VERIFIER_DIR/reward.txt"; fi',
     )
     const live = await newRuntime('harbor-txt')
-    const before = await runEvaluation(await evaluationContext(live.sessionDir, spec(dir), live))
+    const before = await runEvaluation(await evaluationContext(live.sessionDir, spec(dir), live.runtime))
     expect(before).toMatchObject({ outcome_reward: 0, metadata: { resolved: false, reward_source: 'reward.txt' } })
-    await live.exec({ command: 'echo hi > /polar/session/hello.txt' })
-    const after = await runEvaluation(await evaluationContext(live.sessionDir, spec(dir), live))
+    await live.runtime.exec({ command: 'echo hi > /polar/session/hello.txt' })
+    const after = await runEvaluation(await evaluationContext(live.sessionDir, spec(dir), live.runtime))
     expect(after).toMatchObject({ outcome_reward: 1, metadata: { resolved: true } })
   })
 
   it('reads reward.json (mean of its numbers) and clamps to [0, 1]; a stale reward from an earlier run is wiped', async () => {
     const live = await newRuntime('harbor-json')
     const json = await testsDir('harbor-json', `echo '{"tests": 1, "lint": 0, "note": "x"}' > "$VERIFIER_DIR/reward.json"`)
-    expect((await runEvaluation(await evaluationContext(live.sessionDir, spec(json), live))).outcome_reward).toBe(0.5)
+    expect((await runEvaluation(await evaluationContext(live.sessionDir, spec(json), live.runtime))).outcome_reward).toBe(0.5)
     const big = await testsDir('harbor-big', 'echo 3.5 > "$VERIFIER_DIR/reward.txt"')
-    expect((await runEvaluation(await evaluationContext(live.sessionDir, spec(big), live))).metadata).toMatchObject({
+    expect((await runEvaluation(await evaluationContext(live.sessionDir, spec(big), live.runtime))).metadata).toMatchObject({
       reward_raw: 3.5,
       resolved: true,
     })
     const none = await testsDir('harbor-none', 'echo "verifier crashed" >&2; exit 1')
-    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec(none), live))
+    const result = await runEvaluation(await evaluationContext(live.sessionDir, spec(none), live.runtime))
     expect(result.outcome_reward).toBe(0)
     expect(String(result.metadata.error)).toMatch(/no readable reward/)
   })
 
   it('rejects a tests_dir that does not exist on the runner', async () => {
     const live = await newRuntime('harbor-missing')
-    await expect(runEvaluation(await evaluationContext(live.sessionDir, spec(join(root, 'nope')), live))).rejects.toThrow(/not a directory/)
+    await expect(runEvaluation(await evaluationContext(live.sessionDir, spec(join(root, 'nope')), live.runtime))).rejects.toThrow(
+      /not a directory/,
+    )
   })
 })
 
 describe('session_completed and the registry', () => {
   it('rewards a completed agent 1 and a timed-out one 0', async () => {
     const live = await newRuntime('completed')
-    const context = await evaluationContext(live.sessionDir, { strategy: 'session_completed' }, live)
+    const context = await evaluationContext(live.sessionDir, { strategy: 'session_completed' }, live.runtime)
     expect((await runEvaluation(context)).outcome_reward).toBe(1)
     expect((await runEvaluation({ ...context, agentResult: { ...context.agentResult, status: 'timeout' } })).outcome_reward).toBe(0)
   })
@@ -304,14 +320,20 @@ describe('session_completed and the registry', () => {
       ].join('\n'),
     )
     const live = await newRuntime('custom')
-    const object = await evaluationContext(live.sessionDir, { strategy: 'mine.ts:constant' }, live)
+    const object = await evaluationContext(live.sessionDir, { strategy: 'mine.ts:constant' }, live.runtime)
     expect((await runEvaluation(object, { baseDir: dir })).outcome_reward).toBe(0.25)
-    const klass = await evaluationContext(live.sessionDir, { strategy: `${join(dir, 'mine.ts')}:Scaled`, config: { factor: 2 } }, live)
+    const klass = await evaluationContext(
+      live.sessionDir,
+      { strategy: `${join(dir, 'mine.ts')}:Scaled`, config: { factor: 2 } },
+      live.runtime,
+    )
     expect(await runEvaluation(klass)).toMatchObject({
       outcome_reward: 1,
       metadata: { factor: 2, strategy: `${join(dir, 'mine.ts')}:Scaled` },
     })
-    await expect(runEvaluation(await evaluationContext(live.sessionDir, { strategy: 'nope' }, live))).rejects.toThrow(/unknown evaluator/)
+    await expect(runEvaluation(await evaluationContext(live.sessionDir, { strategy: 'nope' }, live.runtime))).rejects.toThrow(
+      /unknown evaluator/,
+    )
     expect(Object.keys(EVALUATORS).sort()).toEqual(['harbor', 'session_completed', 'swebench_harness', 'test_on_output'])
   })
 })
