@@ -23,7 +23,7 @@ import lockfile from 'proper-lockfile'
 import type { HarnessPackage } from './harness.ts'
 
 /** The repository root (where `node_modules` holds the devDependency copies). */
-const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..')
+export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..')
 
 export interface InstalledHarness {
   pkg: HarnessPackage
@@ -122,6 +122,23 @@ export async function installHarness(pkg: HarnessPackage, options: InstallOption
   } finally {
     await release().catch(() => {})
   }
+}
+
+const pending = new Map<string, Promise<InstalledHarness>>()
+
+/**
+ * {@link installHarness} once per package and version per process (concurrent callers share one install;
+ * a failed install is retried by the next caller). What a runner calls before running a harness.
+ */
+export function ensureHarnessInstalled(pkg: HarnessPackage, options: InstallOptions = {}): Promise<InstalledHarness> {
+  const key = `${options.cacheRoot ?? harnessCacheRoot()}\0${pkg.name}@${pkg.version}`
+  let install = pending.get(key)
+  if (!install) {
+    install = installHarness(pkg, options)
+    install.catch(() => pending.delete(key))
+    pending.set(key, install)
+  }
+  return install
 }
 
 function megabytes(bytes: number): string {

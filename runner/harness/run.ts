@@ -6,13 +6,13 @@
  * failure, timeout or cancel). Also what a runtime must mount for a cached CLI to run inside it.
  * Result: Polar's `AgentRunResult` (`completed | failed | timeout`; cancelled counts as failed).
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import type { Runtime } from '../runtime/runtime.ts'
 import { shellQuote } from './common.ts'
 import type { HarnessPlan, HarnessStep } from './harness.ts'
-import type { InstalledHarness } from './install.ts'
+import { harnessCacheRoot, type InstalledHarness, REPO_ROOT } from './install.ts'
 
 export interface HarnessRunResult {
   status: 'completed' | 'failed' | 'timeout'
@@ -37,6 +37,17 @@ export interface RunPlanOptions {
 /** Host dirs a runtime must mount read-only (at the same path) so an installed CLI runs inside it. */
 export function cliMounts(cli: InstalledHarness): string[] {
   return [join(cli.root, 'node_modules'), dirname(process.execPath)]
+}
+
+/**
+ * Host dirs a runner mounts read-only (at the same path) into every runtime so any pinned CLI runs inside:
+ * the harness cache root (created if missing, so CLIs installed later appear), the repo's `node_modules`
+ * (devDependency copies) and this Node's bin dir. Pair with `cliPath()` as PATH and `InstalledHarness.bin`
+ * as `HarnessInput.cliPath`.
+ */
+export function harnessHostMounts(cacheRoot = harnessCacheRoot()): string[] {
+  mkdirSync(cacheRoot, { recursive: true })
+  return [cacheRoot, join(REPO_ROOT, 'node_modules'), dirname(process.execPath)]
 }
 
 /** PATH inside the runtime: this process's Node first (the CLIs need Node ≥ 22; the host's may be older). */
