@@ -270,6 +270,8 @@ export const taskSessionSummarySchema = z.object({
   usable: z.boolean(),
   runner_id: z.string().nullable(),
   result_path: z.string().nullable(),
+  /** Rollgate: the session's reward (mean of its traces' non-null rewards) once resolved; null before or when unscored. */
+  reward: z.number().nullable().default(null),
 })
 export type TaskSessionSummary = z.infer<typeof taskSessionSummarySchema>
 

@@ -10,6 +10,7 @@ import { openaiChat } from '../normalize/providers/openai-chat/index.ts'
 import type { NormalizedError } from '../normalize/types.ts'
 import { GatewayError } from './errors.ts'
 import { adminSessions } from './routes/admin-sessions.ts'
+import { dashboard } from './routes/dashboard.ts'
 import { inferenceAdmin } from './routes/inference-admin.ts'
 import { openapi } from './routes/openapi.ts'
 import { rollout } from './routes/rollout.ts'
@@ -22,6 +23,7 @@ app.on(['GET', 'HEAD'], '/', (c) => c.json({ status: 'ok', service: 'rollgate' }
 // Polar's launch scripts poll `GET /health` on the rollout server.
 app.on(['GET', 'HEAD'], '/health', (c) => c.json({ status: 'ok', service: 'rollgate' }))
 app.route('/', openapi)
+app.route('/', dashboard)
 app.route('/v1/sessions', adminSessions)
 app.route('/', rollout)
 app.route('/', runners)

@@ -27,13 +27,15 @@ export interface GateStatus extends GateView {
   paused_at: string | null
   /** RUNNING rollout sessions under the gate. */
   sessions: number
+  /** Completions captured so far by the RUNNING sessions under the gate (a rate needs two samples). */
+  completions_total: number
   /** Subscribers that did not answer the last push. */
   unreachable: number
 }
 
 /** A subscribed session: takes the view, says whether it is still RUNNING and how many calls it has in flight. */
 export interface GateSubscriber {
-  gateSync(view: GateView): Promise<{ subscribed: boolean; inflight: number }>
+  gateSync(view: GateView): Promise<{ subscribed: boolean; inflight: number; completions?: number }>
 }
 
 interface GateRow {
@@ -115,6 +117,7 @@ export class GenerationGate {
     let inflight = 0
     let unreachable = 0
     let sessions = 0
+    let completions = 0
     for (let offset = 0; offset < subscribers.length; offset += FAN_OUT) {
       await Promise.all(
         subscribers.slice(offset, offset + FAN_OUT).map(async (sessionId) => {
@@ -123,6 +126,7 @@ export class GenerationGate {
             if (!answer.subscribed) this.unsubscribe(sessionId)
             else sessions++
             inflight += answer.inflight
+            if (answer.subscribed) completions += answer.completions ?? 0
           } catch {
             unreachable++
           }
@@ -136,6 +140,7 @@ export class GenerationGate {
       inflight,
       sessions,
       unreachable,
+      completions_total: completions,
     }
   }
 

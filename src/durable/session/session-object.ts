@@ -173,7 +173,7 @@ export class SessionObject extends DurableObject<Env> {
     return this.#track(this.#rolloutSide().recordAdmitted(ticket, input))
   }
 
-  gateSync(view: GateView): { subscribed: boolean; inflight: number } {
+  gateSync(view: GateView): { subscribed: boolean; inflight: number; completions: number } {
     return this.#rolloutSide().gateSync(view)
   }
 

@@ -155,10 +155,25 @@ export class SessionRollout {
     }
   }
 
-  /** The gate pushes its view; the session says whether it is still under it and how many calls it has in flight. */
-  gateSync(view: GateView): { subscribed: boolean; inflight: number } {
+  /**
+   * The gate pushes its view; the session says whether it is still under it, how many calls it has in
+   * flight and how many completions it has captured (the dashboard charts completions per second from it).
+   */
+  gateSync(view: GateView): { subscribed: boolean; inflight: number; completions: number } {
     this.#gate.update(view)
-    return { subscribed: this.#lifecycle.state()?.status === 'RUNNING', inflight: this.#gate.inflight() }
+    return {
+      subscribed: this.#lifecycle.state()?.status === 'RUNNING',
+      inflight: this.#gate.inflight(),
+      completions: this.#completionCount(),
+    }
+  }
+
+  #completionCount(): number {
+    try {
+      return this.#deps.log().count()
+    } catch {
+      return 0
+    }
   }
 
   lifecycle(): LifecycleState | null {

@@ -170,7 +170,7 @@ export class TaskCoordinator {
     if (store.isResolved(result.session_id)) return { accepted: true }
     const key = sessionResultKey(run.task_id, result.session_id)
     await this.#deps.blobs.put(key, JSON.stringify(result), { httpMetadata: { contentType: 'application/json' } })
-    store.markResolved(result.session_id, result.status, result.status === 'COMPLETED', result.node_id, key, this.#deps.now())
+    store.markResolved(result.session_id, result.status, result.status === 'COMPLETED', result.node_id, key, this.#deps.now(), sessionReward(result))
     await this.#afterResolution()
     return { accepted: true }
   }
@@ -439,4 +439,10 @@ export class TaskCoordinator {
       .publish(event)
       .catch(() => {})
   }
+}
+
+/** Mean of a session's non-null trace rewards (an outcome reward is broadcast to every trace); null when none. */
+export function sessionReward(result: Pick<SessionResult, 'trajectory'>): number | null {
+  const rewards = result.trajectory.traces.map((trace) => trace.reward).filter((reward): reward is number => reward !== null)
+  return rewards.length ? rewards.reduce((sum, reward) => sum + reward, 0) / rewards.length : null
 }

@@ -30,6 +30,8 @@ const MIGRATIONS: readonly string[] = [
      body_key TEXT NOT NULL,
      created_at INTEGER NOT NULL
    );`,
+  // The session's reward (mean of its traces' rewards) for overviews; null until resolved or when unscored.
+  'ALTER TABLE task_sessions ADD COLUMN reward REAL',
 ]
 
 export function ensureTaskSchema(sql: Sql): void {
@@ -77,6 +79,7 @@ interface SessionRow {
   usable: number
   runner_id: string | null
   result_key: string | null
+  reward: number | null
 }
 
 export class TaskStore {
@@ -124,6 +127,7 @@ export class TaskStore {
       usable: row.usable === 1,
       runner_id: row.runner_id,
       result_path: row.result_key,
+      reward: row.reward ?? null,
     }))
   }
 
@@ -149,14 +153,23 @@ export class TaskStore {
     this.#sql.run('UPDATE task_sessions SET dispatched = 1, updated_at = ? WHERE session_id = ?', now, sessionId)
   }
 
-  markResolved(sessionId: string, status: SessionStatus, usable: boolean, runnerId: string | null, resultKey: string, now: number): void {
+  markResolved(
+    sessionId: string,
+    status: SessionStatus,
+    usable: boolean,
+    runnerId: string | null,
+    resultKey: string,
+    now: number,
+    reward: number | null = null,
+  ): void {
     this.#sql.run(
-      'UPDATE task_sessions SET resolved = 1, dispatched = 1, status = ?, usable = ?, runner_id = ?, result_key = ?, updated_at = ? WHERE session_id = ?',
+      'UPDATE task_sessions SET resolved = 1, dispatched = 1, status = ?, usable = ?, runner_id = ?, result_key = ?, updated_at = ?, reward = ? WHERE session_id = ?',
       status,
       usable ? 1 : 0,
       runnerId,
       resultKey,
       now,
+      reward,
       sessionId,
     )
   }

@@ -16,6 +16,7 @@ import { googleCountTokensSchema, googleRequestSchema } from '../../normalize/pr
 import { openaiChatRequestSchema } from '../../normalize/providers/openai-chat/openai-chat-wire.ts'
 import { responsesRequestSchema } from '../../normalize/providers/openai-responses/openai-responses-wire.ts'
 import { createSessionSchema, trajectoryQuerySchema } from '../routes/admin-sessions.ts'
+import { detokenizeBodySchema } from '../routes/dashboard.ts'
 import { gateBodySchema } from '../routes/inference-admin.ts'
 
 export type Auth = 'admin' | 'session' | 'runner' | 'none'
@@ -74,6 +75,14 @@ export const OPERATIONS: readonly Operation[] = [
   { method: 'get', path: '/api/hello', auth: 'none', tag: 'health', summary: "Claude Code's connectivity probe", response: healthSchema },
   { method: 'head', path: '/api/hello', auth: 'none', tag: 'health', summary: "Claude Code's connectivity probe (no body)" },
   { method: 'get', path: '/openapi.json', auth: 'none', tag: 'operator', summary: 'this document' },
+  {
+    method: 'get',
+    path: '/dashboard',
+    auth: 'none',
+    tag: 'operator',
+    summary: 'operator dashboard (static page; its views read the admin API with the token typed into its login form)',
+    contentType: 'text/html',
+  },
 
   // --- capture sessions (admin) ---
   {
@@ -112,6 +121,15 @@ export const OPERATIONS: readonly Operation[] = [
       format: z.string().optional(),
     }),
     response: z.union([trajectorySchema, sessionResultSchema]),
+  },
+  {
+    method: 'post',
+    path: '/v1/sessions/:id/detokenize',
+    auth: 'admin',
+    tag: 'sessions',
+    summary: "token text for segments of ids, from the session engine's /detokenize (display only; null texts when unreachable)",
+    body: detokenizeBodySchema,
+    example: { segments: [[9707, 11], [1879]] },
   },
   {
     method: 'post',
