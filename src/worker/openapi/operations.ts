@@ -123,6 +123,14 @@ export const OPERATIONS: readonly Operation[] = [
     response: z.union([trajectorySchema, sessionResultSchema]),
   },
   {
+    method: 'get',
+    path: '/v1/sessions/:id/trajectory/stored',
+    auth: 'admin',
+    tag: 'sessions',
+    summary: 'the trajectory finalize wrote to R2, read back as stored (404 until finalized)',
+    response: trajectorySchema,
+  },
+  {
     method: 'post',
     path: '/v1/sessions/:id/detokenize',
     auth: 'admin',
