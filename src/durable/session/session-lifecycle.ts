@@ -269,6 +269,21 @@ export class SessionLifecycle {
     return { ok: true, transitions }
   }
 
+  /**
+   * The terminal result cannot be handed off (it cannot be built or serialized, on every attempt): the
+   * session ends ERROR with `error` instead. Returns the transition, or null when it already says so.
+   */
+  failTerminal(error: string): Transition | null {
+    const state = this.#require()
+    if (!TERMINAL.includes(state.status) || (state.status === 'ERROR' && state.error === error)) return null
+    const previous = state.status
+    state.status = 'ERROR'
+    state.final_status = 'ERROR'
+    state.error = error
+    this.#save(state)
+    return { previous, status: 'ERROR', reason: error }
+  }
+
   /** POST_RUN → BUILDING → EVALUATING (the shell builds in between). */
   advance(status: 'BUILDING' | 'EVALUATING', builtThroughSeq?: number): Transition {
     const state = this.#require()

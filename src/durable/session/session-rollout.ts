@@ -6,12 +6,16 @@
  * and delegates.
  *
  * Delivery is an outbox in the lifecycle row: the terminal result is rebuilt deterministically from
- * the durable log on each attempt (`session-result.ts`), retried with backoff by the alarm.
+ * the durable log on each attempt (`session-result.ts`), retried with backoff by the alarm. A result
+ * that can never be handed off (building it throws, it nests deeper than `MAX_RESULT_DEPTH`, or the
+ * RPC cannot serialize it) is not retried forever: the session ends ERROR with an empty trajectory
+ * that says why, and the task goes on.
  */
 import type { UpstreamKind } from '../../contract/completion-record.ts'
 import type { RolloutEvent } from '../../contract/rollout.ts'
 import type { AgentResult, RunnerSessionStatus } from '../../contract/runner-protocol.ts'
 import type { EvalResult, SessionResult, Trajectory } from '../../contract/trajectory.ts'
+import { exceedsJsonDepth, MAX_JSON_DEPTH } from '../../normalize/json-depth.ts'
 import type { CompletionLog, RecordResult } from './completion-log.ts'
 import type { CompletionInput, SessionConfig } from './record.ts'
 import { type GateView, type PolicyVersion, SessionGate } from './session-gate.ts'
@@ -37,6 +41,13 @@ export type Admission =
       | { route: 'runner'; runner_id: string; upstream: { model: string; kind: UpstreamKind } }
     ))
   | { ok: false; status: string; paused: boolean }
+
+/**
+ * Deepest result handed to a task: records are held to `MAX_JSON_DEPTH` at the edge and the result
+ * wraps them in a few levels, far below what RPC serialization can carry.
+ */
+export const MAX_RESULT_DEPTH = MAX_JSON_DEPTH + 64
+const UNDELIVERABLE = 'session result could not be handed to the task'
 
 /** Defaults when the caller does not say: Polar's inference timeout, for both the lease and a paused wait. */
 const DEFAULT_LEASE_MS = 900_000 + 60_000
@@ -341,9 +352,30 @@ export class SessionRollout {
   async #buildResult(state: LifecycleState): Promise<{ trajectory: Trajectory; result: SessionResult }> {
     const config = this.#deps.config()
     const sessionId = config?.session_id ?? 'unknown'
+    if (state.error?.startsWith(UNDELIVERABLE)) return this.#undeliverable(state, state.error)
+    // Reading the log may fail for a moment (storage): that propagates and is retried.
     const records = state.build ? await this.#deps.log().all() : []
-    const trajectory = evaluate(buildRunTrajectory(sessionId, records, state), state)
-    return { trajectory, result: sessionResult(sessionId, trajectory, state, this.#lifecycle.timing()) }
+    try {
+      const trajectory = evaluate(buildRunTrajectory(sessionId, records, state), state)
+      const result = sessionResult(sessionId, trajectory, state, this.#lifecycle.timing())
+      if (exceedsJsonDepth(result, MAX_RESULT_DEPTH)) throw new Error(`it nests deeper than ${MAX_RESULT_DEPTH} levels`)
+      return { trajectory, result }
+    } catch (error) {
+      return this.#undeliverable(state, `${UNDELIVERABLE}: ${(error as Error).message}`)
+    }
+  }
+
+  /** The stand-in result of a session whose own result can never be handed off: ERROR, no traces, why. */
+  #undeliverable(state: LifecycleState, error: string): { trajectory: Trajectory; result: SessionResult } {
+    const sessionId = this.#deps.config()?.session_id ?? 'unknown'
+    const trajectory: Trajectory = {
+      status: 'ERROR',
+      metadata: { session_id: sessionId, task_id: state.spec.task_id, agent_result: state.agent_result },
+      traces: [],
+      error,
+    }
+    const failed: LifecycleState = { ...state, status: 'ERROR', final_status: 'ERROR', error }
+    return { trajectory, result: sessionResult(sessionId, trajectory, failed, this.#lifecycle.timing()) }
   }
 
   /** At-least-once hand-off of the terminal result (task) and of the slot (hub). */
@@ -353,9 +385,20 @@ export class SessionRollout {
     if (state.notify.next_at !== null && state.notify.next_at > dueBy) return
     let failed = false
     if (state.notify.task) {
+      const task = this.#deps.task(state.spec.task_id)
       try {
-        const { result } = await this.#buildResult(state)
-        await this.#deps.task(state.spec.task_id).sessionResolved(state.spec.run_id, result)
+        let { result } = await this.#buildResult(state)
+        if (result.status === 'ERROR' && result.error?.startsWith(UNDELIVERABLE)) this.#markUndeliverable(result.error)
+        try {
+          await task.sessionResolved(state.spec.run_id, result)
+        } catch (error) {
+          // Serialization fails the same way on every attempt: hand off the stand-in instead, once.
+          if (!(error instanceof RangeError || (error as Error).name === 'DataCloneError')) throw error
+          const message = `${UNDELIVERABLE}: ${(error as Error).message}`
+          this.#markUndeliverable(message)
+          result = this.#undeliverable(this.#lifecycle.state() ?? state, message).result
+          await task.sessionResolved(state.spec.run_id, result)
+        }
         this.#lifecycle.notified('task')
       } catch (error) {
         console.error('session result hand-off to the task failed', error)
@@ -373,6 +416,12 @@ export class SessionRollout {
       }
     }
     if (failed) this.#lifecycle.notifyFailed()
+  }
+
+  /** A terminal session whose result cannot be handed off ends ERROR (event included). */
+  #markUndeliverable(error: string): void {
+    const transition = this.#lifecycle.failTerminal(error)
+    if (transition) this.#emit([transition])
   }
 
   async #schedule(): Promise<void> {

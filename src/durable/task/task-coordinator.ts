@@ -311,12 +311,27 @@ export class TaskCoordinator {
           console.error('cancel failed', sessionId, error)
           return null
         })
+      if (!outcome || outcome.ok) return
       // Never registered (cancelled before dispatch): nothing will report back, so resolve it here.
-      if (outcome && !outcome.ok && outcome.status === null) await this.#resolveUnregistered(sessionId, reason)
+      if (outcome.status === null) {
+        await this.#resolveLocally(sessionId, reason)
+        return
+      }
+      // Already ended but its hand-off has not arrived: fetch the result, or end it here so the cancel ends the task.
+      if (outcome.status === 'COMPLETED' || outcome.status === 'ERROR' || outcome.status === 'TIMEOUT') {
+        const run = this.#deps.store.run()
+        const result = await this.#deps
+          .session(sessionId)
+          .result()
+          .catch(() => null)
+        const accepted = result && run ? await this.sessionResolved(run.run_id, result).catch(() => null) : null
+        if (!accepted?.accepted) await this.#resolveLocally(sessionId, `${reason}; the session's result could not be retrieved`)
+      }
     })
   }
 
-  async #resolveUnregistered(sessionId: string, reason: string): Promise<void> {
+  /** Resolve a session with an ERROR result made here (it never registered, or its own result is unreachable). */
+  async #resolveLocally(sessionId: string, reason: string): Promise<void> {
     const run = this.#deps.store.run()
     if (!run) return
     const trajectory = { status: 'ERROR' as const, metadata: { session_id: sessionId, task_id: run.task_id }, traces: [], error: reason }

@@ -7,6 +7,8 @@
  * are never touched; `nullable: true` becomes a `"null"` type member.
  */
 
+import { MAX_JSON_DEPTH } from '../../json-depth.ts'
+
 type Json = Record<string, unknown>
 
 const isObject = (value: unknown): value is Json => value !== null && typeof value === 'object' && !Array.isArray(value)
@@ -15,8 +17,10 @@ const SCHEMA_MAPS = ['properties', 'patternProperties', '$defs', 'definitions', 
 const SCHEMA_LISTS = ['anyOf', 'oneOf', 'allOf', 'prefixItems'] as const
 const SCHEMA_VALUES = ['not', 'if', 'then', 'else', 'contains', 'additionalProperties', 'additionalItems', 'propertyNames'] as const
 
-export function toJsonSchema(schema: unknown): unknown {
-  if (!isObject(schema)) return schema
+/** Recursive, bounded: bodies are held to `MAX_JSON_DEPTH` at the edge, and the walk stops there regardless. */
+export function toJsonSchema(schema: unknown, depth = 0): unknown {
+  if (!isObject(schema) || depth > MAX_JSON_DEPTH) return schema
+  const inner = (value: unknown) => toJsonSchema(value, depth + 1)
   const out: Json = { ...schema }
   if (typeof out.type === 'string') out.type = out.type.toLowerCase()
   else if (Array.isArray(out.type)) out.type = out.type.map((type) => (typeof type === 'string' ? type.toLowerCase() : type))
@@ -27,14 +31,14 @@ export function toJsonSchema(schema: unknown): unknown {
   } else if (out.nullable === false) delete out.nullable
   for (const key of SCHEMA_MAPS) {
     const map = out[key]
-    if (isObject(map)) out[key] = Object.fromEntries(Object.entries(map).map(([name, value]) => [name, toJsonSchema(value)]))
+    if (isObject(map)) out[key] = Object.fromEntries(Object.entries(map).map(([name, value]) => [name, inner(value)]))
   }
   for (const key of SCHEMA_LISTS) {
     const list = out[key]
-    if (Array.isArray(list)) out[key] = list.map(toJsonSchema)
+    if (Array.isArray(list)) out[key] = list.map(inner)
   }
-  for (const key of SCHEMA_VALUES) if (isObject(out[key])) out[key] = toJsonSchema(out[key])
-  if (Array.isArray(out.items)) out.items = out.items.map(toJsonSchema)
-  else if (isObject(out.items)) out.items = toJsonSchema(out.items)
+  for (const key of SCHEMA_VALUES) if (isObject(out[key])) out[key] = inner(out[key])
+  if (Array.isArray(out.items)) out.items = out.items.map(inner)
+  else if (isObject(out.items)) out.items = inner(out.items)
   return out
 }
