@@ -3,22 +3,26 @@
  * Offline trajectory reconstruction CLI.
  *
  *   npx node scripts/reconstruct.ts --records records.json [--builder prefix_merging|per_request]
- *     [--format trajectory|session-result|slime|nemo-gym|sft|sft-tokens] [--config '{...}']
+ *     [--format trajectory|session_result|slime|nemo-gym|sft|sft-tokens] [--config '{...}']
  *     [--eval '{"outcome_reward":1}'] [--session '{"session_id":…,"task_id":…,"metadata":{…}}']
  *     [--group-index 0] [--trajectory-index 0] [--out file] [--pretty]
  *
  * `records.json` is either an array of completion records or `{ "completions": [...] }` as
  * `GET /v1/sessions/:id/completions` returns it (`-` reads stdin); the records may be Rollgate's or
  * in Polar's `CompletionRecord` shape (`?format=polar`, or a Polar gateway's records). `trajectory` and
- * `session-result` print one JSON document; the other formats print JSON Lines.
+ * `session_result` print one JSON document; the other formats print JSON Lines. Format names are the edge's
+ * (`?format=` of `GET …/trajectory`); `session-result` is accepted too. Bad options exit 1 naming the option.
  */
 import { readFileSync, writeFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { completionRecordSchema } from '../src/contract/completion-record.ts'
+import { RequestValidationError } from '../src/normalize/adapter.ts'
+import { parseOrThrow } from '../src/normalize/zod-issues.ts'
 import { builderNameSchema, evalResultSchema } from '../src/contract/trajectory.ts'
 import {
   applyEvalResult,
+  BuilderConfigError,
   fromPolarCompletionRecords,
   isPolarRecord,
   reconstructTrajectory,
@@ -30,8 +34,27 @@ import {
   toSlimeSamples,
 } from '../src/reconstruct/index.ts'
 
-const FORMATS = ['trajectory', 'session-result', 'slime', 'nemo-gym', 'sft', 'sft-tokens'] as const
-const formatSchema = z.enum(FORMATS)
+const FORMATS = ['trajectory', 'session_result', 'slime', 'nemo-gym', 'sft', 'sft-tokens'] as const
+type Format = (typeof FORMATS)[number]
+/** Other spellings of the same formats (the edge and this script once spelled some differently). */
+const FORMAT_ALIASES: Record<string, Format> = { 'session-result': 'session_result', nemo_gym: 'nemo-gym', sft_tokens: 'sft-tokens' }
+
+function parseFormat(value: string): Format {
+  const format = FORMAT_ALIASES[value] ?? value
+  if (!(FORMATS as readonly string[]).includes(format))
+    throw new Error(`--format: expected one of ${FORMATS.join(', ')}, got ${JSON.stringify(value)}`)
+  return format as Format
+}
+
+/** Parse or throw one line naming the option and the most specific bad field (`--eval outcome_reward: …`). */
+function parseWith<T>(what: string, schema: z.ZodType<T>, value: unknown): T {
+  try {
+    return parseOrThrow(schema, value)
+  } catch (error) {
+    if (error instanceof RequestValidationError) throw new Error(`${what}${error.param ? ' ' : ': '}${error.message}`)
+    throw error
+  }
+}
 
 const recordsFileSchema = z.union([
   z.array(completionRecordSchema),
@@ -45,7 +68,7 @@ export function parseRecordsFile(json: unknown) {
     const sessionId = (json as { session_id?: unknown }).session_id
     return fromPolarCompletionRecords(list, typeof sessionId === 'string' ? sessionId : undefined)
   }
-  return recordsFileSchema.parse(json)
+  return parseWith('--records', recordsFileSchema, json)
 }
 
 const sessionSchema = z.object({
@@ -54,7 +77,7 @@ const sessionSchema = z.object({
   metadata: z.record(z.string(), z.unknown()).optional(),
 })
 
-const USAGE =
+export const USAGE =
   'usage: npx node scripts/reconstruct.ts --records records.json ' +
   '[--builder prefix_merging|per_request] ' +
   `[--format ${FORMATS.join('|')}] [--config '{...}'] [--eval '{...}'] [--session '{...}'] ` +
@@ -68,6 +91,9 @@ function parseJsonOption(name: string, value: string | undefined): unknown {
     throw new Error(`--${name} is not valid JSON: ${(error as Error).message}`)
   }
 }
+
+/** Thrown for `--help`: the usage goes to stdout and the exit code is 0. */
+export class HelpRequested extends Error {}
 
 export function runCli(argv: string[]): string {
   const { values } = parseArgs({
@@ -87,14 +113,15 @@ export function runCli(argv: string[]): string {
     },
     strict: true,
   })
-  if (values.help || values.records === undefined) throw new Error(USAGE)
+  if (values.help) throw new HelpRequested(USAGE)
+  if (values.records === undefined) throw new Error(`--records is required\n${USAGE}`)
 
-  const builder = builderNameSchema.parse(values.builder)
-  const format = formatSchema.parse(values.format)
+  const builder = parseWith('--builder', builderNameSchema, values.builder)
+  const format = parseFormat(values.format)
   const raw = readFileSync(values.records === '-' ? 0 : values.records, 'utf8')
-  const records = parseRecordsFile(JSON.parse(raw))
+  const records = parseRecordsFile(parseJsonOption('records', raw))
   const config = parseJsonOption('config', values.config) as Record<string, unknown> | undefined
-  const session = sessionSchema.parse(parseJsonOption('session', values.session) ?? {})
+  const session = parseWith('--session', sessionSchema, parseJsonOption('session', values.session) ?? {})
 
   let trajectory = reconstructTrajectory(records, {
     builder,
@@ -102,16 +129,16 @@ export function runCli(argv: string[]): string {
     session,
   })
   const evalJson = parseJsonOption('eval', values.eval)
-  if (evalJson !== undefined) trajectory = applyEvalResult(trajectory, evalResultSchema.parse(evalJson))
+  if (evalJson !== undefined) trajectory = applyEvalResult(trajectory, parseWith('--eval', evalResultSchema, evalJson))
 
   const indent = values.pretty ? 2 : undefined
   const sessionId = session.session_id ?? records[0]?.session_id ?? 'unknown-session'
-  const taskId = session.task_id ?? (typeof trajectory.metadata.task_id === 'string' ? trajectory.metadata.task_id : 'unknown-task')
-  const sessionResult = () => toSessionResult(trajectory, { session_id: sessionId, task_id: taskId })
+  const sessionResult = () =>
+    toSessionResult(trajectory, { session_id: sessionId, ...(session.task_id ? { task_id: session.task_id } : {}) })
   switch (format) {
     case 'trajectory':
       return `${JSON.stringify(trajectory, null, indent)}\n`
-    case 'session-result':
+    case 'session_result':
       return `${JSON.stringify(sessionResult(), null, indent)}\n`
     case 'slime':
       return toJsonl(
@@ -138,7 +165,13 @@ if (import.meta.main) {
     if (out !== undefined) writeFileSync(out, output)
     else process.stdout.write(output)
   } catch (error) {
-    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`)
-    process.exitCode = 1
+    if (error instanceof HelpRequested) {
+      process.stdout.write(`${error.message}\n`)
+    } else {
+      const message =
+        error instanceof BuilderConfigError ? `--config ${error.message}` : error instanceof Error ? error.message : String(error)
+      process.stderr.write(`${message}\n`)
+      process.exitCode = 1
+    }
   }
 }

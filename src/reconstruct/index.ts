@@ -85,6 +85,7 @@ export {
   taskStatusOf,
   toSessionResult,
   toTaskResult,
+  UNKNOWN_TASK_ID,
 } from './exports/polar-result.ts'
 export {
   RolloutLogprobError,

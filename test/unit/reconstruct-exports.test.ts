@@ -2,7 +2,7 @@
  * Exports (Polar SessionResult/TaskResult, slime/Miles samples, NeMo Gym rows, SFT rows), the R2
  * key helper, and the CLI.
  */
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -285,15 +285,29 @@ describe('CLI (scripts/reconstruct.ts)', () => {
     expect(JSON.parse(lines('nemo-gym')[0] ?? '{}').response.output).toHaveLength(2)
     expect(JSON.parse(lines('sft')[0] ?? '{}').messages).toHaveLength(4)
     expect(JSON.parse(lines('sft-tokens')[0] ?? '{}').input_ids).toHaveLength(11)
-    expect(JSON.parse(runCli(['--records', bare, '--format', 'session-result'])).status).toBe('COMPLETED')
+    // One spelling with the edge (`session_result`), the old one accepted; a bare dump gets the documented task id.
+    const result = JSON.parse(runCli(['--records', bare, '--format', 'session_result']))
+    expect(result).toMatchObject({ status: 'COMPLETED', task_id: 'task-1' })
+    expect(runCli(['--records', bare, '--format', 'session-result'])).toBe(runCli(['--records', bare, '--format', 'session_result']))
+    expect(JSON.parse(runCli(['--records', bare, '--format', 'session_result', '--session', '{"task_id":"t9"}'])).task_id).toBe('t9')
+    const noTask = records.map((record) => ({ ...record, metadata: {} }))
+    const noTaskFile = join(dir, 'no-task.json')
+    writeFileSync(noTaskFile, JSON.stringify(noTask))
+    expect(JSON.parse(runCli(['--records', noTaskFile, '--format', 'session_result'])).task_id).toBe('unknown-task')
     const strict = JSON.parse(runCli(['--records', bare, '--config', '{"strict":true}', '--eval', '{"outcome_reward":0.5}']))
     expect(strict.traces[0].reward).toBe(0.5)
   })
 
-  it('rejects bad input with a message', () => {
-    expect(() => runCli([])).toThrow(/usage/)
-    expect(() => runCli(['--records', bare, '--format', 'csv'])).toThrow()
+  it('rejects bad input with a one-line message naming the option and field', () => {
+    expect(() => runCli([])).toThrow(/^--records is required\nusage/)
+    expect(() => runCli(['--records', bare, '--format', 'csv'])).toThrow(/^--format: expected one of trajectory, session_result, /)
     expect(() => runCli(['--records', bare, '--config', '{nope'])).toThrow(/--config is not valid JSON/)
+    expect(() => runCli(['--records', bare, '--config', '{"bogus":1}'])).toThrow(/^config\.bogus: unknown prefix_merging option/)
+    expect(() => runCli(['--records', bare, '--builder', 'magic'])).toThrow(/^--builder: /)
+    expect(() => runCli(['--records', bare, '--eval', '{"outcome_reward":"high"}'])).toThrow(/^--eval outcome_reward: /)
+    const broken = join(dir, 'broken.json')
+    writeFileSync(broken, JSON.stringify([{ ...records[0], seq: 'first' }]))
+    expect(() => runCli(['--records', broken])).toThrow(/^--records \[0\]\.seq: Invalid input: expected number, received string$/)
   })
 
   it('runs as a script', () => {
@@ -301,5 +315,13 @@ describe('CLI (scripts/reconstruct.ts)', () => {
       encoding: 'utf8',
     })
     expect(out.trim().split('\n')).toHaveLength(1)
+    const help = spawnSync(process.execPath, ['scripts/reconstruct.ts', '--help'], { encoding: 'utf8' })
+    expect(help.status).toBe(0)
+    expect(help.stdout).toMatch(/^usage: /)
+    const bad = spawnSync(process.execPath, ['scripts/reconstruct.ts', '--records', wrapped, '--config', '{"strict":"yes"}'], {
+      encoding: 'utf8',
+    })
+    expect(bad.status).toBe(1)
+    expect(bad.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^--config config\.strict: .*boolean/)])
   })
 })

@@ -175,4 +175,42 @@ describe('trajectory routes', () => {
     expect(fromRoute).toEqual(fromR2)
     expect(fromRoute.metadata).toMatchObject({ session_id: 'traj-5', builder: 'prefix_merging' })
   })
+
+  it('exports a session created without task_id as session_result with the documented placeholder task id', async () => {
+    const res = await SELF.fetch(`${EDGE}/v1/sessions`, { method: 'POST', headers: ADMIN, body: JSON.stringify({ session_id: 'traj-7' }) })
+    expect(res.status).toBe(201)
+    const stub = env.SESSIONS.get(env.SESSIONS.idFromName('traj-7')) as unknown as SessionRpc
+    for (const input of growingSession(2, 500, 300, 50)) await stub.record(input)
+    for (const format of ['session_result', 'session-result']) {
+      const result = await SELF.fetch(`${EDGE}/v1/sessions/traj-7/trajectory?format=${format}`, { headers: ADMIN })
+      expect(result.status).toBe(200)
+      expect(await result.json()).toMatchObject({ session_id: 'traj-7', task_id: 'unknown-task', status: 'COMPLETED' })
+    }
+  })
+
+  it('reads after_seq and limit strictly: empty means from the start, malformed is a 400 naming the parameter', async () => {
+    await sessionWithTurns('traj-8', 3)
+    const page = (query: string) => SELF.fetch(`${EDGE}/v1/sessions/traj-8/completions?${query}`, { headers: ADMIN })
+    for (const query of ['after_seq=&limit=', 'after_seq=-1', '']) {
+      const res = await page(query)
+      expect(res.status, query).toBe(200)
+      expect(((await res.json()) as { completions: { seq: number }[] }).completions.map((record) => record.seq)).toEqual([0, 1, 2])
+    }
+    for (const [query, param] of [
+      ['after_seq=%20', 'after_seq'],
+      ['after_seq=0x0', 'after_seq'],
+      ['after_seq=1.0', 'after_seq'],
+      ['limit=0', 'limit'],
+      ['limit=ten', 'limit'],
+    ] as const) {
+      const res = await page(query)
+      expect(res.status, query).toBe(400)
+      expect(((await res.json()) as { error: { param: string } }).error.param).toBe(param)
+    }
+    const events = await SELF.fetch(`${EDGE}/v1/events?timeout_seconds=99999`, { headers: ADMIN })
+    expect(events.status).toBe(400)
+    expect(((await events.json()) as { error: { message: string } }).error.message).toBe(
+      'timeout_seconds must be a number in [0, 3600], got "99999"',
+    )
+  })
 })

@@ -34,7 +34,7 @@ export class EventBus {
   readonly #ring: { id: string; event: RolloutEvent }[] = []
   readonly #subscribers = new Set<Subscriber>()
   readonly #encoder = new TextEncoder()
-  /** Ids restart with the object; the boot prefix makes a stale `Last-Event-ID` replay nothing. */
+  /** Ids restart with the object; the boot prefix tells a stale `Last-Event-ID` from a current one. */
   readonly #boot = Date.now().toString(36)
   #next = 0
 
@@ -78,7 +78,9 @@ export class EventBus {
       subscriber,
       `retry: 2000\nevent: hello\ndata: ${JSON.stringify({ boot: this.#boot, replay: filter.lastEventId !== null })}\n\n`,
     )
-    if (filter.lastEventId?.startsWith(`${this.#boot}.`)) {
+    if (filter.lastEventId !== null) {
+      // After the named event when the ring still holds it; otherwise (`0`, an id of an earlier boot, or one
+      // that has left the ring) the whole window: a reconnecting client may see an event twice, never miss one.
       const index = this.#ring.findIndex((entry) => entry.id === filter.lastEventId)
       for (const entry of this.#ring.slice(index + 1)) this.#write(subscriber, entry.id, entry.event)
     }

@@ -28,6 +28,12 @@ export interface SessionResultOptions {
   metadata?: Record<string, unknown>
 }
 
+/**
+ * `task_id` of a session created without one (`POST /v1/sessions` without `task_id`): Polar's `SessionResult`
+ * requires a string, so exports of bare sessions carry this placeholder (the edge and the offline script alike).
+ */
+export const UNKNOWN_TASK_ID = 'unknown-task'
+
 function stringOrNull(value: unknown): string | null {
   return typeof value === 'string' ? value : null
 }
@@ -35,9 +41,8 @@ function stringOrNull(value: unknown): string | null {
 export function toSessionResult(trajectory: Trajectory, options: SessionResultOptions = {}): SessionResult {
   const meta = trajectory.metadata
   const sessionId = options.session_id ?? stringOrNull(meta.session_id)
-  const taskId = options.task_id ?? stringOrNull(meta.task_id)
+  const taskId = options.task_id ?? stringOrNull(meta.task_id) ?? UNKNOWN_TASK_ID
   if (sessionId === null) throw new Error('toSessionResult: session_id unknown (pass it in options)')
-  if (taskId === null) throw new Error('toSessionResult: task_id unknown (pass it in options)')
   const taskMetadata = meta.task_metadata
   return sessionResultSchema.parse({
     session_id: sessionId,

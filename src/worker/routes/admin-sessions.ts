@@ -16,6 +16,7 @@ import { parseJsonBody, parseJsonWithinLimits, readBodyText } from '../pipeline/
 import { sessionStub } from '../pipeline/session-access.ts'
 import { requireAdmin } from './require-admin.ts'
 import { builderConfigOrThrow } from '../builder-config.ts'
+import { intParam } from '../query.ts'
 
 /** Polar's accepted session id shape (polar-compat.md §6). */
 const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
@@ -136,7 +137,11 @@ adminSessions.get('/:id', async (c) => {
 export const trajectoryQuerySchema = z.object({
   builder: builderNameSchema.default('prefix_merging'),
   config: z.record(z.string(), z.unknown()).optional(),
-  format: z.enum(['trajectory', 'session_result', 'nemo-gym', 'sft', 'sft-tokens']).default('trajectory'),
+  // `session-result` is the offline script's old spelling of `session_result`: both are accepted.
+  format: z.preprocess(
+    (value) => (value === 'session-result' ? 'session_result' : value),
+    z.enum(['trajectory', 'session_result', 'nemo-gym', 'sft', 'sft-tokens']).default('trajectory'),
+  ),
 })
 
 function trajectoryQuery(query: Record<string, string>) {
@@ -213,11 +218,9 @@ adminSessions.get('/:id/completions', async (c) => {
   if (format !== 'rollgate' && format !== 'polar')
     throw new GatewayError(400, 'invalid_request', 'format must be rollgate or polar', 'format')
   const excluded: string[] = []
-  const afterSeq = Number(c.req.query('after_seq') ?? -1)
-  const limit = Math.min(Number(c.req.query('limit') ?? MAX_PAGE), MAX_PAGE)
-  if (!Number.isInteger(afterSeq) || !Number.isInteger(limit) || limit < 1) {
-    throw new GatewayError(400, 'invalid_request', 'after_seq and limit must be integers (limit ≥ 1)')
-  }
+  // after_seq: the last seq already read (-1 or empty = from the start); limit: page size, capped at MAX_PAGE.
+  const afterSeq = intParam(c.req.query('after_seq'), 'after_seq', -1, { min: -1, max: Number.MAX_SAFE_INTEGER })
+  const limit = Math.min(intParam(c.req.query('limit'), 'limit', MAX_PAGE, { min: 1, max: Number.MAX_SAFE_INTEGER }), MAX_PAGE)
   const stub = sessionStub(c.env, c.req.param('id'))
   if (!(await stub.config())) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
   // A page is bounded by size as well as by count: one DO RPC answer may not exceed 32 MiB (workerd), and a

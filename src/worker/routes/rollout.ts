@@ -26,6 +26,8 @@ import { parseJsonBody, readBodyText } from '../pipeline/read-body.ts'
 import { hubStub, sessionRolloutStub, taskStub } from '../pipeline/rollout-stubs.ts'
 import { requireAdmin } from './require-admin.ts'
 import { builderConfigOrThrow } from '../builder-config.ts'
+import { numberParam } from '../query.ts'
+import { MAX_STREAM_MS } from '../../durable/runner/event-bus.ts'
 
 /** A TaskRequest is instructions plus specs; 4 MiB is far above any real one. */
 const MAX_TASK_BODY_BYTES = 4 * 1024 * 1024
@@ -114,6 +116,8 @@ rollout.delete('/rollout/runners/:id/credential', requireAdmin, async (c) => {
 
 rollout.get('/v1/events', requireAdmin, async (c) => {
   const url = new URL(c.req.url)
+  // A stream lives at most MAX_STREAM_MS (clients reconnect with Last-Event-ID): longer asks are a 400, not a silent cap.
+  numberParam(c.req.query('timeout_seconds'), 'timeout_seconds', 0, { min: 0, max: MAX_STREAM_MS / 1000 })
   const target = new URL(`https://runner-hub/events${url.search}`)
   return hubStub(c.env).fetch(new Request(target, { headers: c.req.raw.headers, signal: c.req.raw.signal }))
 })
