@@ -67,7 +67,7 @@ export const opencode: Harness = {
           name: 'opencode',
           // `opencode run` re-joins its positional words and wraps any word containing a space in double
           // quotes, so one argument would reach the model quoted: pass the words instead.
-          command: `${cli(input, 'opencode')} ${shellJoin(['run', '--print-logs', ...input.instruction.split(/\s+/).filter(Boolean)])} </dev/null`,
+          command: `${cli(input, 'opencode')} ${shellJoin(['run', '--print-logs', '--', ...input.instruction.split(/\s+/).filter(Boolean)])} </dev/null`,
           cwd: input.workDir,
         },
       ],

@@ -86,6 +86,12 @@ describe('rendering rules', () => {
     expect(spawnSync('bash', ['-c', shellPlan.steps[0]!.command], { encoding: 'utf8' }).stdout).toBe(nasty)
   })
 
+  it('keeps option-like words of the instruction away from the CLI parser (opencode takes words after --)', () => {
+    const plan = getHarness('opencode').render(input('opencode', { instruction: 'make `python3 -m pytest -q` pass', cliPath: '/bin/echo' }))
+    const printed = spawnSync('bash', ['-c', plan.steps[0]!.command], { encoding: 'utf8' }).stdout
+    expect(printed).toBe('run --print-logs -- make `python3 -m pytest -q` pass\n')
+  })
+
   it('runs the CLI path given, else the bare bin name', () => {
     expect(getHarness('qwen_code').render(input('qwen_code')).steps[0]!.command.startsWith('qwen --yolo')).toBe(true)
     const plan = getHarness('qwen_code').render(input('qwen_code', { cliPath: '/opt/harness cache/bin/qwen' }))
