@@ -10,6 +10,7 @@
  */
 import { z } from 'zod'
 import { upstreamKindSchema } from './completion-record.ts'
+import { upstreamUrlSchema } from './upstream-url.ts'
 import { builderNameSchema, sessionResultSchema, sessionStatusSchema, taskStatusSchema } from './trajectory.ts'
 
 const metadataSchema = z.record(z.string(), z.unknown())
@@ -169,7 +170,8 @@ export const EDGE_EVALUATORS = ['session_completed'] as const
  */
 export const taskUpstreamSchema = z.object({
   route: z.enum(['auto', 'runner', 'direct']).default('auto'),
-  url: z.url({ protocol: /^https?$/ }).optional(),
+  /** Credentials in it are removed (`upstream-url.ts`); the edge's upstream key is never sent to another origin. */
+  url: upstreamUrlSchema.optional(),
   kind: upstreamKindSchema.optional(),
   served_model: z.string().min(1).nullable().optional(),
 })

@@ -3,6 +3,8 @@ interface Env {
   ROLLGATE_ADMIN_TOKEN?: string
   ROLLGATE_SIGNING_KEY?: string
   ROLLGATE_UPSTREAM_API_KEY?: string
+  /** Extra origins (comma-separated) the upstream API key may be sent to, besides ROLLGATE_UPSTREAM_URL's. */
+  ROLLGATE_UPSTREAM_KEY_ORIGINS?: string
   ROLLGATE_MAX_BODY_BYTES?: string
   ROLLGATE_UPSTREAM_TIMEOUT_MS?: string
   ROLLGATE_HEARTBEAT_MS?: string

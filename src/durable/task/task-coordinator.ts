@@ -170,7 +170,15 @@ export class TaskCoordinator {
     if (store.isResolved(result.session_id)) return { accepted: true }
     const key = sessionResultKey(run.task_id, result.session_id)
     await this.#deps.blobs.put(key, JSON.stringify(result), { httpMetadata: { contentType: 'application/json' } })
-    store.markResolved(result.session_id, result.status, result.status === 'COMPLETED', result.node_id, key, this.#deps.now(), sessionReward(result))
+    store.markResolved(
+      result.session_id,
+      result.status,
+      result.status === 'COMPLETED',
+      result.node_id,
+      key,
+      this.#deps.now(),
+      sessionReward(result),
+    )
     await this.#afterResolution()
     return { accepted: true }
   }

@@ -10,7 +10,7 @@
 import type { ProviderAdapter, ResponseContext } from '../../normalize/adapter.ts'
 import { buildEngineRequest, clampedBudgets, engineRequestText } from '../../normalize/engine/engine-request.ts'
 import { SSE_HEADERS } from '../../normalize/sse.ts'
-import type { EdgeConfig } from '../config.ts'
+import { type EdgeConfig, upstreamKeyFor } from '../config.ts'
 import { type UpstreamOutcome, callUpstream } from './call-upstream.ts'
 import { type CallFacts, completionInput } from './completion-input.ts'
 import { parseJsonBody, readBodyText } from './read-body.ts'
@@ -85,7 +85,7 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
     callUpstream({
       upstream,
       body: facts.requestText,
-      apiKey: target.fetch ? null : config.upstreamApiKey,
+      apiKey: target.fetch ? null : upstreamKeyFor(config, upstream.url),
       timeoutMs: config.upstreamTimeoutMs,
       signal,
       ...(target.fetch ? { fetch: target.fetch } : {}),

@@ -2,6 +2,7 @@
  * @module
  * Control plane for capture sessions (admin bearer token): create, inspect, list completions.
  */
+import { upstreamUrlSchema } from '../../contract/upstream-url.ts'
 import { Hono } from 'hono'
 import { z } from 'zod'
 import { upstreamKindSchema } from '../../contract/completion-record.ts'
@@ -34,7 +35,7 @@ export const createSessionSchema = z.object({
   policy_version: z.union([z.string(), z.number()]).optional(),
   upstream: z
     .object({
-      url: z.url({ protocol: /^https?$/ }).optional(),
+      url: upstreamUrlSchema.optional(),
       kind: upstreamKindSchema.optional(),
       served_model: z.string().min(1).nullable().optional(),
       max_model_len: z.number().int().positive().optional(),

@@ -7,7 +7,7 @@
  */
 import { type Context, Hono, type Next } from 'hono'
 import { detectAdapter } from '../../normalize/registry.ts'
-import { edgeConfig } from '../config.ts'
+import { edgeConfig, upstreamKeyFor } from '../config.ts'
 import { countPromptTokens } from '../pipeline/count-prompt-tokens.ts'
 import { parseJsonBody, readBodyText } from '../pipeline/read-body.ts'
 import { authenticateSession } from '../pipeline/session-access.ts'
@@ -29,7 +29,10 @@ export function createCountTokensRoutes(deps: CountTokensDeps = {}): Hono<AppEnv
     const path = { token: c.req.param('token') || undefined, agent: c.req.param('agent') || undefined }
     const access = await authenticateSession(c.env, config, c.req.raw, url, path)
     const body = counter.parseRequest(parseJsonBody(await readBodyText(c.req.raw, config.maxBodyBytes)), url)
-    const count = await countPromptTokens(access.config.upstream, body, { apiKey: config.upstreamApiKey, fetch: deps.fetch })
+    const count = await countPromptTokens(access.config.upstream, body, {
+      apiKey: upstreamKeyFor(config, access.config.upstream.url),
+      fetch: deps.fetch,
+    })
     return c.json(counter.buildResponse(count.inputTokens) as Record<string, unknown>, 200, {
       'x-rollgate-token-count': count.source,
     })

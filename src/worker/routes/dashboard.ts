@@ -10,7 +10,7 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
 import { parseOrThrow } from '../../normalize/zod-issues.ts'
-import { edgeConfig } from '../config.ts'
+import { edgeConfig, upstreamKeyFor } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import { detokenizeSegments } from '../pipeline/detokenize.ts'
 import { parseJsonBody, readBodyText } from '../pipeline/read-body.ts'
@@ -48,8 +48,6 @@ dashboard.post('/v1/sessions/:id/detokenize', requireAdmin, async (c) => {
   const session = await sessionStub(c.env, c.req.param('id')).config()
   if (!session) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
   const config = edgeConfig(c.env)
-  // The upstream key goes only to the configured upstream's own origin.
-  const sameOrigin = new URL(session.upstream.url).origin === new URL(config.upstreamUrl).origin
-  const texts = await detokenizeSegments(session.upstream, body.segments, { apiKey: sameOrigin ? config.upstreamApiKey : null })
+  const texts = await detokenizeSegments(session.upstream, body.segments, { apiKey: upstreamKeyFor(config, session.upstream.url) })
   return c.json({ texts, source: texts.every((text) => text !== null) ? 'engine' : 'unavailable' })
 })
