@@ -1,0 +1,306 @@
+/**
+ * @module
+ * The runner agent: one `EdgeConnection`, one `TunnelClient`, one `StagePipeline`. It
+ * - registers with every session it still holds (pipeline + finished-but-unreported), so an edge restart or a
+ *   network blip loses nothing; applies the edge's `keep` / `drop`;
+ * - acknowledges `assign` (refusing while draining), feeds the pipeline, reports every stage change
+ *   (`session.status`) and every end (`session.finished`, kept in an outbox until it is written to a live,
+ *   registered connection);
+ * - heartbeats stage metrics (and sends one right after each stage change, so dispatch sees fresh load);
+ * - drains (`drain()`: no new sessions, finish held ones, close "drained") and cancels (`cancel()`: stop
+ *   everything, report partial results of sessions that reached RUNNING, close "shutdown" so the edge
+ *   re-dispatches the rest).
+ */
+import {
+  type EdgeMessage,
+  RUNNER_PROTOCOL_VERSION,
+  type RunnerCapacity,
+  type RunnerMessageInput,
+} from '../src/contract/runner-protocol.ts'
+import { EdgeConnection } from './connection/edge-connection.ts'
+import { SecretStore } from './connection/secret-store.ts'
+import { TunnelClient } from './connection/tunnel-client.ts'
+import { type Outcome, type StageHandlers, StagePipeline } from './pools/pipeline.ts'
+import { jobFromAssignment, type SessionJob } from './session/session-flow.ts'
+
+export interface RunnerAgentOptions {
+  edgeUrl: string
+  token: string
+  runnerId: string
+  stateDir: string
+  upstreamUrl: string | null
+  /** Served model; discovered from the engine's `/v1/models` when null and an upstream is set. */
+  servedModel: string | null
+  upstreamKind?: 'vllm' | 'sglang' | 'openai'
+  capacity: Required<RunnerCapacity>
+  handlers: StageHandlers<SessionJob, unknown>
+  labels?: Record<string, string>
+  evaluators?: string[]
+  log(event: string, fields?: Record<string, unknown>): void
+  backoff?: { baseMs: number; maxMs: number }
+}
+
+type HeldStatus = 'ASSIGNED' | 'INITIALIZING' | 'READY' | 'RUNNING'
+
+export class RunnerAgent {
+  readonly options: RunnerAgentOptions
+  readonly pipeline: StagePipeline<SessionJob, unknown>
+  readonly connection: EdgeConnection
+  readonly tunnel: TunnelClient
+  /** `session.finished` frames not yet written to a registered connection. */
+  readonly #outbox = new Map<string, { message: RunnerMessageInput; status: HeldStatus }>()
+  readonly #lastStatus = new Map<string, HeldStatus>()
+  #draining = false
+  #drainedByEdge = false
+  #stopped = false
+  #model: string | null
+  readonly startedAt = Date.now()
+  readonly recent: { at: number; sessionId: string; status: string; reward: number | null }[] = []
+
+  constructor(options: RunnerAgentOptions) {
+    this.options = options
+    this.#model = options.servedModel
+    this.pipeline = new StagePipeline<SessionJob, unknown>({
+      maxInit: options.capacity.max_init_workers,
+      maxRun: options.capacity.max_run_workers,
+      maxPostrun: options.capacity.max_postrun_workers,
+      readyBuffer: options.capacity.ready_buffer,
+      handlers: options.handlers,
+      onStage: (job, stage) => this.#onStage(job, stage),
+      onFinished: (job, outcome) => this.#onFinished(job, outcome),
+      onError: (job, error) => options.log('session.error', { session_id: job.id, error: (error as Error).message ?? String(error) }),
+    })
+    this.connection = new EdgeConnection({
+      edgeUrl: options.edgeUrl,
+      token: options.token,
+      runnerId: options.runnerId,
+      secrets: new SecretStore(options.stateDir, options.runnerId),
+      register: () => this.#registerFrame(),
+      heartbeat: () => ({ type: 'heartbeat', metrics: this.pipeline.metrics() }),
+      onMessage: (message) => this.#onMessage(message),
+      onRegistered: () => this.#flushOutbox(),
+      onDisconnected: (reason) => this.tunnel.abortAll(`edge link closed (${reason})`),
+      log: options.log,
+      ...(options.backoff ? { backoff: options.backoff } : {}),
+    })
+    this.tunnel = new TunnelClient({
+      upstreamUrl: options.upstreamUrl,
+      port: { send: (message) => this.connection.send(message), flushed: (signal) => this.connection.flushed(signal) },
+      log: options.log,
+    })
+  }
+
+  get model(): string | null {
+    return this.#model
+  }
+
+  get draining(): boolean {
+    return this.#draining
+  }
+
+  /** Sessions held, with the status the edge knows them by. */
+  held(): { session_id: string; status: HeldStatus }[] {
+    const held = this.pipeline.held()
+    const ids = new Set(held.map((entry) => entry.session_id))
+    for (const [sessionId, entry] of this.#outbox) if (!ids.has(sessionId)) held.push({ session_id: sessionId, status: entry.status })
+    return held
+  }
+
+  get unreported(): number {
+    return this.#outbox.size
+  }
+
+  async start(): Promise<void> {
+    if (this.options.upstreamUrl && !this.#model) this.#model = await discoverModel(this.options.upstreamUrl, this.options.log)
+    this.connection.start()
+  }
+
+  /** Resolves once registered with the edge. */
+  registered(): Promise<void> {
+    return this.connection.whenRegistered()
+  }
+
+  /** Graceful: take nothing new, finish what is held, report it, close "drained". */
+  async drain(): Promise<void> {
+    if (!this.#draining) {
+      this.#draining = true
+      this.pipeline.close()
+      this.connection.send({ type: 'drain' })
+      this.options.log('runner.draining', { held: this.pipeline.size })
+    }
+    await this.pipeline.idle()
+    await this.#outboxEmpty()
+    await this.#stop('drained')
+  }
+
+  /** Hard: stop every session now; those that reached RUNNING still report partial results. */
+  async cancel(reason = 'runner cancelled'): Promise<void> {
+    this.#draining = true
+    this.options.log('runner.cancelling', { held: this.pipeline.size, reason })
+    this.pipeline.shutdown(reason)
+    await this.pipeline.idle()
+    await Promise.race([this.#outboxEmpty(), new Promise((resolve) => setTimeout(resolve, 5_000))])
+    await this.#stop('shutdown')
+  }
+
+  async #stop(reason: 'drained' | 'shutdown'): Promise<void> {
+    if (this.#stopped) return
+    this.#stopped = true
+    this.tunnel.abortAll('runner stopping')
+    await this.connection.close(reason)
+    this.options.log('runner.stopped', { reason, unreported: this.#outbox.size })
+  }
+
+  #registerFrame(): RunnerMessageInput {
+    return {
+      type: 'register',
+      protocol_version: RUNNER_PROTOCOL_VERSION,
+      runner_id: this.options.runnerId,
+      capacity: this.options.capacity,
+      upstream: this.options.upstreamUrl && this.#model ? { model: this.#model, kind: this.options.upstreamKind ?? 'vllm' } : null,
+      sessions: this.held(),
+      labels: this.options.labels ?? {},
+      ...(this.options.evaluators ? { evaluators: this.options.evaluators } : {}),
+    }
+  }
+
+  #onMessage(message: EdgeMessage): void {
+    switch (message.type) {
+      case 'registered': {
+        this.options.log('edge.registered', { keep: message.keep.length, drop: message.drop.length })
+        for (const sessionId of message.drop) {
+          this.#outbox.delete(sessionId)
+          this.pipeline.cancel(sessionId, 'drop', 'the edge no longer assigns it to this runner')
+        }
+        if (this.#draining) this.connection.send({ type: 'drain' })
+        break
+      }
+      case 'assign': {
+        const { session } = message
+        if (this.pipeline.has(session.session_id) || this.#outbox.has(session.session_id)) {
+          this.connection.send({ type: 'ack', session_id: session.session_id, accepted: true })
+          break
+        }
+        if (this.#draining) {
+          this.connection.send({ type: 'ack', session_id: session.session_id, accepted: false, reason: 'runner is draining' })
+          break
+        }
+        const job = jobFromAssignment(session)
+        this.#lastStatus.set(session.session_id, 'ASSIGNED')
+        const accepted = this.pipeline.submit(job)
+        this.connection.send({
+          type: 'ack',
+          session_id: session.session_id,
+          accepted,
+          ...(accepted ? {} : { reason: 'runner is shutting down' }),
+        })
+        this.options.log('session.assigned', { session_id: session.session_id, task_id: session.task_id, harness: session.agent.harness })
+        this.connection.beat()
+        break
+      }
+      case 'cancel':
+        this.options.log('session.cancel', { session_id: message.session_id, reason: message.reason })
+        this.#outbox.delete(message.session_id)
+        this.pipeline.cancel(message.session_id, 'cancel', message.reason)
+        break
+      case 'tunnel.request':
+      case 'tunnel.body':
+      case 'tunnel.cancel':
+        this.tunnel.onMessage(message)
+        break
+      case 'drained':
+        this.#drainedByEdge = true
+        this.options.log('edge.drained', { held: this.pipeline.size })
+        break
+      case 'error':
+        this.options.log('edge.error', { message: message.message })
+        break
+    }
+  }
+
+  get drainedByEdge(): boolean {
+    return this.#drainedByEdge
+  }
+
+  #onStage(job: SessionJob, stage: 'INITIALIZING' | 'READY' | 'RUNNING' | 'POST_RUN'): void {
+    this.options.log('session.stage', { session_id: job.id, stage })
+    if (stage === 'POST_RUN') {
+      this.connection.beat()
+      return
+    }
+    this.#lastStatus.set(job.id, stage)
+    this.connection.send({ type: 'session.status', session_id: job.id, status: stage })
+    this.connection.beat()
+  }
+
+  #onFinished(job: SessionJob, outcome: Outcome): void {
+    const status = this.#lastStatus.get(job.id) ?? 'ASSIGNED'
+    this.#lastStatus.delete(job.id)
+    this.recent.push({
+      at: Date.now(),
+      sessionId: job.id,
+      status: outcome.agentResult?.status ?? 'error',
+      reward: outcome.evalResult?.outcome_reward ?? null,
+    })
+    if (this.recent.length > 1000) this.recent.splice(0, this.recent.length - 1000)
+    this.options.log('session.finished', {
+      session_id: job.id,
+      agent_status: outcome.agentResult?.status ?? null,
+      reward: outcome.evalResult?.outcome_reward ?? null,
+      error: outcome.error,
+      reported: outcome.report,
+    })
+    if (!outcome.report) {
+      this.connection.beat()
+      return
+    }
+    this.#outbox.set(job.id, {
+      status,
+      message: {
+        type: 'session.finished',
+        session_id: job.id,
+        agent_result: outcome.agentResult,
+        eval_result: outcome.evalResult,
+        error: outcome.error,
+      },
+    })
+    this.#flushOutbox()
+  }
+
+  #outboxWaiters: (() => void)[] = []
+
+  #flushOutbox(): void {
+    if (!this.connection.registered) return
+    for (const [sessionId, entry] of [...this.#outbox]) {
+      void this.connection.sendWritten(entry.message).then((written) => {
+        if (!written || this.#outbox.get(sessionId) !== entry) return
+        this.#outbox.delete(sessionId)
+        if (this.#outbox.size === 0) {
+          const waiters = this.#outboxWaiters
+          this.#outboxWaiters = []
+          for (const wake of waiters) wake()
+        }
+      })
+    }
+    this.connection.beat()
+  }
+
+  #outboxEmpty(): Promise<void> {
+    if (this.#outbox.size === 0) return Promise.resolve()
+    return new Promise((resolve) => this.#outboxWaiters.push(resolve))
+  }
+}
+
+/** The engine's served model (`GET /v1/models`, first id); null when it cannot be read. */
+export async function discoverModel(upstreamUrl: string, log: RunnerAgentOptions['log']): Promise<string | null> {
+  try {
+    const response = await fetch(`${upstreamUrl.replace(/\/$/, '')}/v1/models`, { signal: AbortSignal.timeout(10_000) })
+    const body = (await response.json()) as { data?: { id?: string }[] }
+    const id = body.data?.[0]?.id ?? null
+    if (!id) log('upstream.no_model', { url: upstreamUrl, status: response.status })
+    return id
+  } catch (error) {
+    log('upstream.unreachable', { url: upstreamUrl, error: (error as Error).message })
+    return null
+  }
+}

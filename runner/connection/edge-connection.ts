@@ -1,0 +1,240 @@
+/**
+ * @module
+ * The runner's WebSocket to the edge (`GET /runners/connect?runner_id=`, runner protocol v1): connects with
+ * the runner token (+ the per-runner secret once enrolled), sends `register` built fresh on every connection
+ * (so it lists every session still held), heartbeats at the cadence the edge asks for, and reconnects with
+ * jittered exponential backoff after anything but a deliberate close. Incoming frames are validated with the
+ * protocol schema and handed to `onMessage`. `send` reports whether the frame was written; `flushed()` gives
+ * senders backpressure (it resolves once the socket's buffer is below the high-water mark).
+ */
+import WebSocket from 'ws'
+import {
+  type EdgeMessage,
+  edgeMessageSchema,
+  RUNNER_SECRET_HEADER,
+  type RunnerMessageInput,
+} from '../../src/contract/runner-protocol.ts'
+import { backoffDelay } from './backoff.ts'
+import type { SecretStore } from './secret-store.ts'
+
+/** Bytes queued in the socket above which senders wait (tunnel responses). */
+export const HIGH_WATER_BYTES = 4 * 1024 * 1024
+
+export interface EdgeConnectionOptions {
+  edgeUrl: string
+  token: string
+  runnerId: string
+  secrets: SecretStore
+  /** The `register` frame for this connection (called on every connect). */
+  register(): RunnerMessageInput
+  /** Stage metrics for heartbeats. */
+  heartbeat(): RunnerMessageInput
+  onMessage(message: EdgeMessage): void
+  /** After `registered` was processed (keep/drop applied by onMessage first). */
+  onRegistered?(): void
+  onDisconnected?(reason: string): void
+  log(event: string, fields?: Record<string, unknown>): void
+  backoff?: { baseMs: number; maxMs: number }
+}
+
+export class EdgeConnection {
+  readonly options: EdgeConnectionOptions
+  #ws: WebSocket | null = null
+  #registered = false
+  #closing = false
+  #attempt = 0
+  #heartbeat: ReturnType<typeof setInterval> | null = null
+  #retryTimer: ReturnType<typeof setTimeout> | null = null
+  #retryWake: (() => void) | null = null
+  #registeredWaiters: (() => void)[] = []
+  readonly stats = { connects: 0, failedConnects: 0, heartbeats: 0, framesIn: 0, framesOut: 0 }
+
+  constructor(options: EdgeConnectionOptions) {
+    this.options = options
+  }
+
+  get registered(): boolean {
+    return this.#registered && this.#ws?.readyState === WebSocket.OPEN
+  }
+
+  get bufferedAmount(): number {
+    return this.#ws?.bufferedAmount ?? 0
+  }
+
+  /** Connect in the background, forever (until `close`). */
+  start(): void {
+    void this.#loop()
+  }
+
+  /** Resolves once registered (now or after the next successful connection). */
+  whenRegistered(): Promise<void> {
+    if (this.registered) return Promise.resolve()
+    return new Promise((resolve) => this.#registeredWaiters.push(resolve))
+  }
+
+  /** Send a frame if the socket is open; false otherwise (the caller keeps what must not be lost). */
+  send(message: RunnerMessageInput): boolean {
+    const ws = this.#ws
+    if (!ws || ws.readyState !== WebSocket.OPEN) return false
+    try {
+      ws.send(JSON.stringify(message))
+      this.stats.framesOut++
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  /** Send and resolve once the frame has been written to the socket (false if it could not be). */
+  sendWritten(message: RunnerMessageInput): Promise<boolean> {
+    const ws = this.#ws
+    if (!ws || ws.readyState !== WebSocket.OPEN) return Promise.resolve(false)
+    return new Promise((resolve) => {
+      try {
+        ws.send(JSON.stringify(message), (error) => resolve(!error))
+        this.stats.framesOut++
+      } catch {
+        resolve(false)
+      }
+    })
+  }
+
+  /** Backpressure: wait while the socket holds more than `HIGH_WATER_BYTES` unsent (or until it closes). */
+  async flushed(signal?: AbortSignal): Promise<void> {
+    while (this.#ws?.readyState === WebSocket.OPEN && this.#ws.bufferedAmount > HIGH_WATER_BYTES && !signal?.aborted) {
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+  }
+
+  /** Deliberate close (`shutdown` or `drained`: the edge treats it as final). No reconnect afterwards. */
+  async close(reason: 'shutdown' | 'drained'): Promise<void> {
+    this.#closing = true
+    this.#stopHeartbeat()
+    if (this.#retryTimer) clearTimeout(this.#retryTimer)
+    this.#retryWake?.()
+    const ws = this.#ws
+    if (!ws || ws.readyState === WebSocket.CLOSED) return
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        ws.terminate()
+        resolve()
+      }, 3_000)
+      ws.once('close', () => {
+        clearTimeout(timer)
+        resolve()
+      })
+      if (ws.readyState === WebSocket.CONNECTING) ws.terminate()
+      else ws.close(1000, reason)
+    })
+  }
+
+  async #loop(): Promise<void> {
+    while (!this.#closing) {
+      let closed: Promise<string>
+      try {
+        ;({ closed } = await this.#open())
+        this.#attempt = 0
+      } catch (error) {
+        this.stats.failedConnects++
+        this.options.log('edge.connect_failed', { error: (error as Error).message, attempt: this.#attempt })
+        await this.#sleep(backoffDelay(this.#attempt++, this.options.backoff ?? { baseMs: 250, maxMs: 15_000 }))
+        continue
+      }
+      const reason = await closed
+      this.#registered = false
+      this.#stopHeartbeat()
+      this.options.onDisconnected?.(reason)
+      if (this.#closing) return
+      this.options.log('edge.disconnected', { reason })
+      await this.#sleep(backoffDelay(this.#attempt++, this.options.backoff ?? { baseMs: 250, maxMs: 15_000 }))
+    }
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.#retryWake = () => resolve()
+      this.#retryTimer = setTimeout(resolve, ms)
+    })
+  }
+
+  /** Open one connection; resolves (with a promise of its close reason) once the socket is open. */
+  #open(): Promise<{ closed: Promise<string> }> {
+    const { edgeUrl, runnerId, token, secrets } = this.options
+    const url = `${edgeUrl.replace(/^http/, 'ws').replace(/\/$/, '')}/runners/connect?runner_id=${encodeURIComponent(runnerId)}`
+    const secret = secrets.read()
+    const ws = new WebSocket(url, {
+      headers: { authorization: `Bearer ${token}`, ...(secret ? { [RUNNER_SECRET_HEADER]: secret } : {}) },
+      handshakeTimeout: 15_000,
+      maxPayload: 8 * 1024 * 1024,
+    })
+    this.#ws = ws
+    return new Promise((resolve, reject) => {
+      ws.once('unexpected-response', (request, response) => {
+        let body = ''
+        response.on('data', (chunk: Buffer) => {
+          if (body.length < 2_000) body += chunk.toString()
+        })
+        response.on('end', () => {
+          request.destroy()
+          const hint = response.statusCode === 401 && secret ? ' (per-runner secret rejected: an admin can DELETE /rollout/runners/<id>/credential to re-enrol)' : ''
+          reject(new Error(`HTTP ${response.statusCode}: ${body.slice(0, 500)}${hint}`))
+        })
+      })
+      ws.once('error', (error) => reject(error))
+      ws.once('open', () => {
+        this.stats.connects++
+        const closed = new Promise<string>((resolveClose) => {
+          ws.on('close', (code, reason) => resolveClose(`${code} ${reason.toString()}`.trim()))
+        })
+        ws.on('error', (error) => this.options.log('edge.socket_error', { error: error.message }))
+        ws.on('message', (data) => this.#onFrame(String(data)))
+        this.send(this.options.register())
+        resolve({ closed })
+      })
+    })
+  }
+
+  #onFrame(text: string): void {
+    this.stats.framesIn++
+    let message: EdgeMessage
+    try {
+      message = edgeMessageSchema.parse(JSON.parse(text))
+    } catch (error) {
+      this.options.log('edge.bad_frame', { error: (error as Error).message, frame: text.slice(0, 200) })
+      return
+    }
+    if (message.type === 'registered') {
+      if (message.runner_secret) {
+        this.options.secrets.write(message.runner_secret)
+        this.options.log('edge.enrolled', { secret_file: this.options.secrets.path })
+      }
+      this.#registered = true
+      this.#startHeartbeat(message.heartbeat_interval_ms)
+    }
+    this.options.onMessage(message)
+    if (message.type === 'registered') {
+      this.options.onRegistered?.()
+      const waiters = this.#registeredWaiters
+      this.#registeredWaiters = []
+      for (const wake of waiters) wake()
+    }
+  }
+
+  /** Send a heartbeat now (e.g. right after a stage change, so dispatch sees fresh metrics). */
+  beat(): void {
+    if (!this.registered) return
+    this.stats.heartbeats++
+    this.send(this.options.heartbeat())
+  }
+
+  #startHeartbeat(intervalMs: number): void {
+    this.#stopHeartbeat()
+    this.beat()
+    this.#heartbeat = setInterval(() => this.beat(), Math.max(100, intervalMs))
+  }
+
+  #stopHeartbeat(): void {
+    if (this.#heartbeat) clearInterval(this.#heartbeat)
+    this.#heartbeat = null
+  }
+}
