@@ -11,12 +11,7 @@
  *   everything, report partial results of sessions that reached RUNNING, close "shutdown" so the edge
  *   re-dispatches the rest).
  */
-import {
-  type EdgeMessage,
-  RUNNER_PROTOCOL_VERSION,
-  type RunnerCapacity,
-  type RunnerMessageInput,
-} from '../src/contract/runner-protocol.ts'
+import { type EdgeMessage, RUNNER_PROTOCOL_VERSION, type RunnerCapacity, type RunnerMessageInput } from '../src/contract/runner-protocol.ts'
 import { EdgeConnection } from './connection/edge-connection.ts'
 import { SecretStore } from './connection/secret-store.ts'
 import { TunnelClient } from './connection/tunnel-client.ts'

@@ -1,19 +1,24 @@
 /**
  * @module
  * `npm run dev -- --port 8787`: the edge under `wrangler dev` with local persistence (`.state/`),
- * reading the upstream and tokens from the environment (defaults suit a local stand-in engine).
+ * passing every `ROLLGATE_*` variable of its environment to the edge (runner token included, so a local
+ * `rollgate runner` can connect); defaults suit a local stand-in engine (`DEV_DEFAULTS`).
  */
 import { parseArgs } from 'node:util'
-import { startEdge } from './lib/processes.ts'
+import { rollgateVarsFromEnv, startEdge } from './lib/processes.ts'
 
-export function edgeVarsFromEnv(): Record<string, string> {
-  return {
-    ROLLGATE_ADMIN_TOKEN: process.env.ROLLGATE_ADMIN_TOKEN ?? 'dev-admin-token',
-    ROLLGATE_SIGNING_KEY: process.env.ROLLGATE_SIGNING_KEY ?? 'dev-signing-key',
-    ROLLGATE_UPSTREAM_URL: process.env.ROLLGATE_UPSTREAM_URL ?? 'http://127.0.0.1:8000',
-    ROLLGATE_UPSTREAM_KIND: process.env.ROLLGATE_UPSTREAM_KIND ?? 'vllm',
-    ROLLGATE_SERVED_MODEL: process.env.ROLLGATE_SERVED_MODEL ?? '',
-  }
+/** Local defaults (dev tokens, the stand-in engine), overridden by every `ROLLGATE_*` variable of `env`. */
+export const DEV_DEFAULTS: Readonly<Record<string, string>> = {
+  ROLLGATE_ADMIN_TOKEN: 'dev-admin-token',
+  ROLLGATE_SIGNING_KEY: 'dev-signing-key',
+  ROLLGATE_RUNNER_TOKEN: 'dev-runner-token',
+  ROLLGATE_UPSTREAM_URL: 'http://127.0.0.1:8000',
+  ROLLGATE_UPSTREAM_KIND: 'vllm',
+  ROLLGATE_SERVED_MODEL: '',
+}
+
+export function edgeVarsFromEnv(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  return { ...DEV_DEFAULTS, ...rollgateVarsFromEnv(env) }
 }
 
 if (import.meta.main) {

@@ -8,12 +8,7 @@
  * senders backpressure (it resolves once the socket's buffer is below the high-water mark).
  */
 import WebSocket from 'ws'
-import {
-  type EdgeMessage,
-  edgeMessageSchema,
-  RUNNER_SECRET_HEADER,
-  type RunnerMessageInput,
-} from '../../src/contract/runner-protocol.ts'
+import { type EdgeMessage, edgeMessageSchema, RUNNER_SECRET_HEADER, type RunnerMessageInput } from '../../src/contract/runner-protocol.ts'
 import { backoffDelay } from './backoff.ts'
 import type { SecretStore } from './secret-store.ts'
 
@@ -176,7 +171,10 @@ export class EdgeConnection {
         })
         response.on('end', () => {
           request.destroy()
-          const hint = response.statusCode === 401 && secret ? ' (per-runner secret rejected: an admin can DELETE /rollout/runners/<id>/credential to re-enrol)' : ''
+          const hint =
+            response.statusCode === 401 && secret
+              ? ' (per-runner secret rejected: an admin can DELETE /rollout/runners/<id>/credential to re-enrol)'
+              : ''
           reject(new Error(`HTTP ${response.statusCode}: ${body.slice(0, 500)}${hint}`))
         })
       })

@@ -68,7 +68,8 @@ export function insideEnv(assignment: SessionAssignment, edgeUrlInside: string):
   const origin = assignment.base_urls.anthropic.replace(/\/$/, '')
   const inside = edgeUrlInside.replace(/\/$/, '')
   const env: Record<string, string> = {}
-  for (const [key, value] of Object.entries(assignment.env)) env[key] = value.startsWith(origin) ? inside + value.slice(origin.length) : value
+  for (const [key, value] of Object.entries(assignment.env))
+    env[key] = value.startsWith(origin) ? inside + value.slice(origin.length) : value
   return env
 }
 
@@ -161,7 +162,12 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
       })
       if (result.exitCode !== 0) {
         const tail = result.stderr.trim().split('\n').slice(-5).join('\n')
-        return { status: 'failed', return_code: result.exitCode, error: `step ${step.name} exited ${result.exitCode}${tail ? `: ${tail}` : ''}`, timeout_stage: null }
+        return {
+          status: 'failed',
+          return_code: result.exitCode,
+          error: `step ${step.name} exited ${result.exitCode}${tail ? `: ${tail}` : ''}`,
+          timeout_stage: null,
+        }
       }
     }
     return { status: 'completed', return_code: 0, error: null, timeout_stage: null }

@@ -27,7 +27,11 @@ export function prometheus(agent: RunnerAgent): string {
     lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`)
     for (const [labels, value] of rows) {
       const all = { runner_id: id, ...labels }
-      lines.push(`${name}{${Object.entries(all).map(([key, val]) => `${key}="${val}"`).join(',')}} ${value}`)
+      lines.push(
+        `${name}{${Object.entries(all)
+          .map(([key, val]) => `${key}="${val}"`)
+          .join(',')}} ${value}`,
+      )
     }
   }
   gauge('rollgate_runner_sessions', 'Sessions held per stage.', [
@@ -44,7 +48,10 @@ export function prometheus(agent: RunnerAgent): string {
     [pipeline.init, pipeline.run, pipeline.postrun].map((pool) => [{ pool: pool.name }, pool.inUse]),
   )
   gauge('rollgate_runner_slots_capacity', 'Slots per stage pool (ready: the READY buffer).', [
-    ...[pipeline.init, pipeline.run, pipeline.postrun].map((pool): [Record<string, string>, number] => [{ pool: pool.name }, pool.capacity]),
+    ...[pipeline.init, pipeline.run, pipeline.postrun].map((pool): [Record<string, string>, number] => [
+      { pool: pool.name },
+      pool.capacity,
+    ]),
     [{ pool: 'ready' }, pipeline.readyBuffer],
   ])
   gauge(
@@ -89,7 +96,10 @@ export function statusRouter(agent: RunnerAgent) {
 }
 
 async function toRequest(request: IncomingMessage, origin: string): Promise<Request> {
-  return new Request(new URL(request.url ?? '/', origin), { method: request.method ?? 'GET', headers: request.headers as Record<string, string> })
+  return new Request(new URL(request.url ?? '/', origin), {
+    method: request.method ?? 'GET',
+    headers: request.headers as Record<string, string>,
+  })
 }
 
 export async function startStatusServer(agent: RunnerAgent, port: number, host = '127.0.0.1'): Promise<StatusServer> {

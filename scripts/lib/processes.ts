@@ -38,6 +38,13 @@ export async function waitForHttp(url: string, timeoutMs = READY_TIMEOUT_MS, chi
   throw new Error(`${url} did not answer within ${timeoutMs} ms`)
 }
 
+/** Every `ROLLGATE_*` variable of `env` (empty values included: they mean "unset" to the edge). */
+export function rollgateVarsFromEnv(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const vars: Record<string, string> = {}
+  for (const [key, value] of Object.entries(env)) if (key.startsWith('ROLLGATE_') && value !== undefined) vars[key] = value
+  return vars
+}
+
 export interface EdgeOptions {
   port?: number
   persistTo: string

@@ -1,0 +1,166 @@
+/**
+ * The runner's tunnel client against a real local HTTP server standing in for the engine: large bodies split
+ * into frames and reassembled exactly, SSE forwarded as it arrives, cancellation reaching the engine,
+ * backpressure (no engine reads while the link is saturated), bounded request bodies, no upstream.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { afterEach, describe, expect, it } from 'vitest'
+import { type RunnerMessageInput, TUNNEL_CHUNK_CHARS } from '../../../src/contract/runner-protocol.ts'
+import { TunnelClient } from '../../../runner/connection/tunnel-client.ts'
+
+type Frame = Extract<RunnerMessageInput, { type: 'tunnel.head' | 'tunnel.chunk' | 'tunnel.error' }>
+
+let server: Server | null = null
+
+async function engine(handler: (request: IncomingMessage, response: ServerResponse) => void): Promise<string> {
+  server = createServer(handler)
+  await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  return `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`
+}
+
+afterEach(async () => {
+  server?.closeAllConnections()
+  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()))
+  server = null
+})
+
+function port(gate: { open: boolean } = { open: true }) {
+  const frames: Frame[] = []
+  const waiters: (() => void)[] = []
+  const stats = { flushedWhileClosed: 0 }
+  return {
+    frames,
+    stats,
+    gate,
+    release() {
+      gate.open = true
+      for (const wake of waiters.splice(0)) wake()
+    },
+    send(message: RunnerMessageInput) {
+      frames.push(message as Frame)
+      for (const wake of waiters.splice(0)) wake()
+      return true
+    },
+    flushed(): Promise<void> {
+      if (!gate.open) stats.flushedWhileClosed++
+      return gate.open ? Promise.resolve() : new Promise((resolve) => waiters.push(() => (gate.open ? resolve() : undefined)))
+    },
+    async until(check: () => boolean, timeoutMs = 5_000) {
+      const deadline = Date.now() + timeoutMs
+      while (!check()) {
+        if (Date.now() > deadline) throw new Error(`timed out; frames: ${frames.map((f) => f.type).join(',')}`)
+        await new Promise((resolve) => setTimeout(resolve, 5))
+      }
+    },
+  }
+}
+
+function body(frames: Frame[], requestId: string): string {
+  return frames
+    .filter((frame) => frame.request_id === requestId)
+    .map((frame) => (frame.type === 'tunnel.head' ? (frame.body ?? '') : frame.type === 'tunnel.chunk' ? frame.data : ''))
+    .join('')
+}
+
+const request = (id: string, extra: Partial<{ body: string; more: boolean; path: string }> = {}) => ({
+  type: 'tunnel.request' as const,
+  request_id: id,
+  method: 'POST',
+  path: extra.path ?? '/v1/chat/completions',
+  headers: { 'content-type': 'application/json' },
+  body: extra.body ?? '{}',
+  more: extra.more ?? false,
+  timeout_ms: 10_000,
+})
+
+describe('tunnel client', () => {
+  it('forwards a request body sent in frames and returns a large answer split into frames, reassembled exactly', async () => {
+    const big = `{"text":"${'é'.repeat(TUNNEL_CHUNK_CHARS * 2 + 17)}"}`
+    let received = ''
+    const url = await engine((req, res) => {
+      req.on('data', (chunk: Buffer) => {
+        received += chunk.toString()
+      })
+      req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(big))
+    })
+    const link = port()
+    const client = new TunnelClient({ upstreamUrl: url, port: link })
+    client.onMessage(request('r1', { body: '{"a":', more: true }))
+    client.onMessage({ type: 'tunnel.body', request_id: 'r1', data: '1}', more: false })
+    await link.until(() => link.frames.some((frame) => 'more' in frame && frame.more === false))
+    expect(received).toBe('{"a":1}')
+    expect(link.frames[0]).toMatchObject({ type: 'tunnel.head', status: 200 })
+    expect(link.frames.length).toBeGreaterThanOrEqual(3)
+    for (const frame of link.frames) if (frame.type === 'tunnel.chunk') expect(frame.data.length).toBeLessThanOrEqual(TUNNEL_CHUNK_CHARS)
+    expect(body(link.frames, 'r1')).toBe(big)
+  })
+
+  it('forwards SSE as it arrives, and a cancel reaches the engine', async () => {
+    let engineSawClose = false
+    const url = await engine((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      res.write('data: one\n\n')
+      res.on('close', () => {
+        engineSawClose = true
+      })
+    })
+    const link = port()
+    const client = new TunnelClient({ upstreamUrl: url, port: link })
+    client.onMessage(request('s1'))
+    await link.until(() => body(link.frames, 's1').includes('data: one'))
+    expect(link.frames.at(-1)).toMatchObject({ more: true })
+    client.onMessage({ type: 'tunnel.cancel', request_id: 's1', reason: 'client gone' })
+    await link.until(() => engineSawClose)
+    const count = link.frames.length
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(link.frames.length).toBe(count)
+    expect(client.inflight).toBe(0)
+  })
+
+  it('backpressure: while the link is saturated, the engine stream is not read further', async () => {
+    let written = 0
+    let engineBlocked = false
+    const url = await engine((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      const line = `data: ${'x'.repeat(16 * 1024)}\n\n`
+      const pump = () => {
+        while (written < 2_000) {
+          written++
+          if (!res.write(line)) {
+            engineBlocked = true
+            res.once('drain', pump)
+            return
+          }
+        }
+        res.end()
+      }
+      pump()
+    })
+    const link = port({ open: false })
+    const client = new TunnelClient({ upstreamUrl: url, port: link })
+    client.onMessage(request('b1'))
+    await link.until(() => engineBlocked && link.stats.flushedWhileClosed > 0)
+    // An absence can only be checked over a window: give a client without backpressure time to read on.
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    // The engine is held back by TCP: far fewer than 2,000 events were written, and at most one read was forwarded.
+    expect(written).toBeLessThan(2_000)
+    expect(link.frames.length).toBeLessThanOrEqual(1)
+    link.release()
+    await link.until(() => link.frames.some((frame) => 'more' in frame && frame.more === false), 20_000)
+    expect(body(link.frames, 'b1').split('data: ').length - 1).toBe(2_000)
+  })
+
+  it('refuses an oversized request body and answers tunnel.error without an upstream', async () => {
+    const link = port()
+    const bounded = new TunnelClient({ upstreamUrl: 'http://127.0.0.1:9', port: link, maxBodyChars: 10 })
+    bounded.onMessage(request('big', { body: '{"x":"0123456789"}', more: true }))
+    expect(link.frames).toEqual([{ type: 'tunnel.error', request_id: 'big', message: 'request body too large for this runner' }])
+    bounded.onMessage({ type: 'tunnel.body', request_id: 'big', data: '', more: false })
+    expect(link.frames).toHaveLength(1)
+    const none = new TunnelClient({ upstreamUrl: null, port: link })
+    none.onMessage(request('n1'))
+    await link.until(() => link.frames.length === 2)
+    expect(link.frames[1]).toMatchObject({ type: 'tunnel.error', request_id: 'n1' })
+  })
+})
