@@ -9,7 +9,7 @@
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { type Command, InvalidArgumentError, Option } from 'commander'
-import { RunnerAgent } from '../../runner/agent.ts'
+import { discoverModel, RunnerAgent } from '../../runner/agent.ts'
 import { defaultStateDir } from '../../runner/connection/secret-store.ts'
 import { defaultSessionDeps } from '../../runner/session/default-deps.ts'
 import { SessionFlow, type SessionJob } from '../../runner/session/session-flow.ts'
@@ -117,39 +117,41 @@ export async function runRunner(options: RunnerCommandOptions, handlers?: StageH
     ready_buffer: options.readyBuffer ?? options.maxRun,
   }
   const workRoot = options.workDir ?? join(options.stateDir, 'sessions')
-  let flow: SessionFlow | null = null
+  const edgeUrl = options.edge.replace(/\/$/, '')
+  const model = options.servedModel ?? (upstream ? await discoverModel(upstream, log) : null)
+  const flow = new SessionFlow(
+    defaultSessionDeps({
+      workRoot,
+      edgeUrl,
+      model,
+      runtime: options.runtime,
+      image: options.image ?? null,
+      log,
+    }),
+  )
   const agent = new RunnerAgent({
-    edgeUrl: options.edge.replace(/\/$/, ''),
+    edgeUrl,
     token: options.token,
     runnerId: options.runnerId,
     stateDir: options.stateDir,
     upstreamUrl: upstream,
-    servedModel: options.servedModel ?? null,
+    servedModel: model,
     upstreamKind: options.upstreamKind,
     capacity,
     handlers:
       handlers ??
       ({
-        init: (job, signal) => (flow as SessionFlow).init(job, signal),
-        run: (job, prepared, signal) => (flow as SessionFlow).run(job, prepared as never, signal),
-        prewarmEval: (job, signal) => (flow as SessionFlow).prewarmEval(job, signal),
-        postrun: (input, signal) => (flow as SessionFlow).postrun(input as never, signal),
-        dispose: (job, prepared, evalRuntime, hard) => (flow as SessionFlow).dispose(job, prepared as never, evalRuntime, hard),
+        init: (job, signal) => flow.init(job, signal),
+        run: (job, prepared, signal) => flow.run(job, prepared as never, signal),
+        prewarmEval: (job, signal) => flow.prewarmEval(job, signal),
+        postrun: (input, signal) => flow.postrun(input as never, signal),
+        dispose: (job, prepared, evalRuntime, hard) => flow.dispose(job, prepared as never, evalRuntime, hard),
       } satisfies StageHandlers<SessionJob, unknown>),
     labels: { runtime: options.runtime },
     log,
   })
   reporter.attach(agent)
   await agent.start()
-  flow = new SessionFlow(
-    defaultSessionDeps({
-      workRoot,
-      edgeUrl: options.edge.replace(/\/$/, ''),
-      model: agent.model,
-      runtime: options.runtime,
-      image: options.image,
-    }),
-  )
   const status = await startStatusServer(agent, options.statusPort, options.statusHost)
   log('runner.started', {
     runner_id: options.runnerId,

@@ -1,14 +1,17 @@
 /**
  * @module
  * Production wiring of the session flow: the runtime registry (`runner/runtime/index.ts`), the harness
- * registry (`runner/harness/index.ts`) and the evaluator registry (`runner/evaluators/index.ts`). The edge runs
+ * registry and per-host install cache (`runner/harness/`), and the runner-side evaluators. The edge runs
  * `session_completed` itself, so it resolves to no runner-side evaluator.
  */
-import type { EvaluatorSpec, RuntimeSpec } from '../../src/contract/rollout.ts'
-import { EDGE_EVALUATORS } from '../../src/contract/rollout.ts'
+import { join } from 'node:path'
+import type { EvaluatorSpec } from '../../src/contract/rollout.ts'
+import { EDGE_EVALUATORS, type RuntimeBackend } from '../../src/contract/rollout.ts'
 import type { Evaluator } from '../evaluators/evaluator.ts'
+import type { Harness } from '../harness/harness.ts'
 import { getHarness } from '../harness/index.ts'
-import type { Runtime, RuntimeContext } from '../runtime/runtime.ts'
+import { installHarness } from '../harness/install.ts'
+import { createRuntime } from '../runtime/index.ts'
 import type { SessionFlowDeps } from './session-flow.ts'
 
 export interface DefaultDepsOptions {
@@ -16,9 +19,23 @@ export interface DefaultDepsOptions {
   edgeUrl: string
   model: string | null
   /** `--runtime`: backend of tasks that name none. */
-  runtime: 'local' | 'docker' | 'apptainer'
+  runtime: RuntimeBackend
   /** `--image`: image of tasks that name no runtime, for docker / apptainer. */
   image: string | null
+  /** Parent of the local runtime's private per-session roots. */
+  runtimeStateDir?: string
+  log?(event: string, fields?: Record<string, unknown>): void
+}
+
+/** Install (or find) a harness CLI once per host; mount its `node_modules` read-only at the same path. */
+export async function hostHarnessCli(
+  harness: Harness,
+  log?: DefaultDepsOptions['log'],
+): Promise<{ cliPath: string; readOnlyBinds: { source: string; target: string }[] } | null> {
+  if (!harness.pkg) return null
+  const installed = await installHarness(harness.pkg, { log: (line) => log?.('harness.install', { harness: harness.name, line }) })
+  const modules = join(installed.root, 'node_modules')
+  return { cliPath: installed.bin, readOnlyBinds: [{ source: modules, target: modules }] }
 }
 
 export function defaultSessionDeps(options: DefaultDepsOptions): SessionFlowDeps {
@@ -26,10 +43,17 @@ export function defaultSessionDeps(options: DefaultDepsOptions): SessionFlowDeps
     workRoot: options.workRoot,
     edgeUrl: options.edgeUrl,
     model: options.model,
-    createRuntime: (_spec: RuntimeSpec | null, _context: RuntimeContext): Runtime => {
-      throw new Error(`no runtime backends are installed in this runner yet (asked for ${options.runtime})`)
-    },
+    createRuntime: (spec, context, extras) =>
+      createRuntime(spec, context, {
+        defaultBackend: options.runtime,
+        defaultImage: options.image,
+        local: {
+          readOnlyBinds: extras?.readOnlyBinds ?? [],
+          ...(options.runtimeStateDir ? { stateDir: options.runtimeStateDir } : {}),
+        },
+      }),
     harness: getHarness,
+    installHarness: (harness) => hostHarnessCli(harness, options.log),
     evaluator: (spec: EvaluatorSpec): Evaluator | null => {
       if ((EDGE_EVALUATORS as readonly string[]).includes(spec.strategy)) return null
       throw new Error(`evaluator ${spec.strategy} is not available on this runner`)

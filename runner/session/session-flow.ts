@@ -31,6 +31,8 @@ export interface SessionJob extends PipelineJob {
 
 export interface PreparedSession {
   runtime: Runtime
+  /** Inside path of the harness CLI (installed per host, mounted read-only); undefined: on PATH. */
+  cliPath?: string
   sessionDir: string
   startedAt: number
   steps: { name: string; exitCode: number; durationMs: number; timedOut: boolean; cancelled: boolean }[]
@@ -41,14 +43,24 @@ export interface SessionFlowDeps {
   workRoot: string
   /** The edge's base URL as the runner host reaches it (the runtime forwards the sandbox's port to it). */
   edgeUrl: string
-  createRuntime(spec: RuntimeSpec | null, context: RuntimeContext): Runtime
+  createRuntime(spec: RuntimeSpec | null, context: RuntimeContext, extras?: RuntimeExtras): Runtime
   harness(name: string): Harness
+  /**
+   * Make the harness CLI available (per-host install cache, never per session): where it is inside the
+   * runtime and which host dirs to mount read-only for it. Null / absent: the image provides it on PATH.
+   */
+  installHarness?(harness: Harness): Promise<{ cliPath: string; readOnlyBinds: { source: string; target: string }[] } | null>
   /** The runner-side evaluator for a spec, or null when the edge evaluates (session_completed) or none is set. */
   evaluator(spec: EvaluatorSpec): Promise<Evaluator | null> | Evaluator | null
   /** Served model name, if known (harnesses ask for it; the edge maps any name anyway). */
   model: string | null
   /** Time for the harness's teardown steps (default 30 s). */
   teardownMs?: number
+}
+
+/** Per-session additions to the runner-wide runtime options. */
+export interface RuntimeExtras {
+  readOnlyBinds: { source: string; target: string }[]
 }
 
 /** Create the job the pipeline runs from an edge assignment. */
@@ -96,8 +108,16 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
   async init(job: SessionJob, signal: AbortSignal): Promise<PreparedSession> {
     const sessionDir = this.sessionDir(job.id)
     for (const dir of ['artifacts', 'logs/agent', 'logs/prepare']) mkdirSync(join(sessionDir, dir), { recursive: true })
-    const runtime = this.deps.createRuntime(job.assignment.runtime, { sessionId: job.id, sessionDir, edgeUrl: this.deps.edgeUrl })
-    const prepared: PreparedSession = { runtime, sessionDir, startedAt: Date.now(), steps: [] }
+    const name = job.assignment.agent.harness
+    if (!name) throw new Error('agent.import_path (custom agents) is not supported by this runner; name a harness')
+    const cli = this.deps.installHarness ? await this.deps.installHarness(this.deps.harness(name)) : null
+    if (signal.aborted) throw new Error('cancelled during harness install')
+    const runtime = this.deps.createRuntime(
+      job.assignment.runtime,
+      { sessionId: job.id, sessionDir, edgeUrl: this.deps.edgeUrl },
+      { readOnlyBinds: cli?.readOnlyBinds ?? [] },
+    )
+    const prepared: PreparedSession = { runtime, sessionDir, startedAt: Date.now(), steps: [], ...(cli ? { cliPath: cli.cliPath } : {}) }
     const unhook = abortPromise(signal, () => void runtime.cancel().catch(() => {}))
     try {
       await runtime.start()
@@ -141,13 +161,13 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
   async run(job: SessionJob, prepared: PreparedSession, signal: AbortSignal): Promise<AgentResult> {
     const { assignment } = job
     const { runtime, sessionDir } = prepared
-    const plan = this.#render(job, runtime)
+    const plan = this.#render(job, prepared)
     await this.#writeFiles(runtime, plan)
     const env = { ...insideEnv(assignment, runtime.edgeUrlInside), ...assignment.agent.env, ...plan.env }
     for (const step of plan.steps) {
       const result = await runtime.exec({
         command: step.command,
-        cwd: step.cwd ?? (runtime as Runtime & { workDir?: string }).workDir ?? SESSION_MOUNT,
+        cwd: step.cwd ?? runtime.workDir ?? SESSION_MOUNT,
         env: { ...env, ...step.env },
         stdoutPath: join(sessionDir, 'logs', 'agent', `${step.name}.stdout.log`),
         stderrPath: join(sessionDir, 'logs', 'agent', `${step.name}.stderr.log`),
@@ -173,8 +193,9 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
     return { status: 'completed', return_code: 0, error: null, timeout_stage: null }
   }
 
-  #render(job: SessionJob, runtime: Runtime): HarnessPlan {
+  #render(job: SessionJob, prepared: PreparedSession): HarnessPlan {
     const { assignment } = job
+    const { runtime } = prepared
     const name = assignment.agent.harness
     if (!name) throw new Error('agent.import_path (custom agents) is not supported by this runner; name a harness')
     const harness = this.deps.harness(name)
@@ -186,10 +207,11 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
       ...(model ? { model } : {}),
       agent: assignment.agent,
       ...(typeof assignment.agent.settings.variant === 'string' ? { variant: assignment.agent.settings.variant } : {}),
+      ...(prepared.cliPath ? { cliPath: prepared.cliPath } : {}),
       sessionDir: SESSION_MOUNT,
-      homeDir: (runtime as Runtime & { homeDir?: string }).homeDir ?? `${SESSION_MOUNT}/home`,
-      workDir: (runtime as Runtime & { workDir?: string }).workDir ?? SESSION_MOUNT,
-    } as Parameters<Harness['render']>[0])
+      homeDir: runtime.homeDir,
+      workDir: runtime.workDir,
+    })
   }
 
   async #writeFiles(runtime: Runtime, plan: HarnessPlan): Promise<void> {
@@ -266,7 +288,7 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
   async #teardown(job: SessionJob, prepared: PreparedSession, signal: AbortSignal): Promise<void> {
     let plan: HarnessPlan
     try {
-      plan = this.#render(job, prepared.runtime)
+      plan = this.#render(job, prepared)
     } catch {
       return
     }

@@ -41,7 +41,7 @@ async function admin(path: string, init: RequestInit = {}): Promise<Response> {
   })
 }
 
-async function submit(taskId: string, options: { samples?: number; waitFor?: boolean } = {}): Promise<void> {
+async function submit(taskId: string, options: { samples?: number; waitFor?: boolean; backend?: 'local' } = {}): Promise<void> {
   const res = await admin('/rollout/task/submit', {
     method: 'POST',
     body: JSON.stringify({
@@ -49,7 +49,10 @@ async function submit(taskId: string, options: { samples?: number; waitFor?: boo
       instruction: 'make two model calls',
       num_samples: options.samples ?? 1,
       timeout_seconds: 300,
-      runtime: { image: 'host', prepare: [{ type: 'upload_file', source: AGENT_SCRIPT, target: '/polar/session/agent.mjs' }] },
+      runtime: {
+        ...(options.backend ? { backend: options.backend } : { image: 'host' }),
+        prepare: [{ type: 'upload_file', source: AGENT_SCRIPT, target: '/polar/session/agent.mjs' }],
+      },
       agent: { harness: 'shell', custom_shell: { command: 'node agent.mjs' }, env: options.waitFor ? { WAIT_FOR: 'go' } : {} },
       builder: { strategy: 'per_request' },
       evaluator: { strategy: 'session_completed' },
@@ -106,8 +109,8 @@ function options(runnerId: string, extra: Partial<RunnerCommandOptions> = {}): R
   }
 }
 
-async function runner(runnerId: string): Promise<RunnerProc> {
-  const proc = startRunner(options(runnerId))
+async function runner(runnerId: string, mode: 'host' | 'cli' = 'host'): Promise<RunnerProc> {
+  const proc = startRunner(options(runnerId), mode)
   runners.push(proc)
   await proc.waitFor((line) => line.event === 'edge.registered', 30_000, `${runnerId} registered`)
   return proc
@@ -200,6 +203,25 @@ describe('runner agent ↔ edge (wrangler dev)', () => {
       const overview = (await (await admin('/rollout/status')).json()) as { nodes: { nodes: { node_id: string }[] } }
       expect(overview.nodes.nodes.map((node) => node.node_id)).not.toContain('r-basic')
     })
+  })
+
+  it('the real `rollgate runner --runtime local`: the session runs in the bubblewrap sandbox and reaches the edge through the forwarded port', async () => {
+    const proc = await runner('r-local', 'cli')
+    await submit('ra-local', { backend: 'local' })
+    const done = await finished('ra-local')
+    const [result] = done.results
+    expect(result?.error ?? null).toBeNull()
+    expect(result).toMatchObject({ status: 'COMPLETED', node_id: 'r-local' })
+    const records = await completions(result?.session_id as string)
+    expect(records.map((record) => [record.status, record.stream])).toEqual([
+      ['ok', false],
+      ['ok', true],
+    ])
+    for (const record of records) expect(record.response_token_ids).toEqual((await engineDirect(record)).choices[0]?.token_ids)
+    const log = proc.lines.find((line) => line.event === 'session.finished')
+    expect(log).toMatchObject({ agent_status: 'completed', reported: true })
+    proc.child.kill('SIGINT')
+    expect(await proc.exited).toBe(0)
   })
 
   it('drain: SIGTERM finishes the running session, takes no new one, then exits 0', async () => {
