@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { type Command, InvalidArgumentError, Option } from 'commander'
 import { discoverModel, RunnerAgent } from '../../runner/agent.ts'
 import { defaultStateDir } from '../../runner/connection/secret-store.ts'
-import { defaultSessionDeps } from '../../runner/session/default-deps.ts'
+import { defaultSessionDeps, runnerEvaluators } from '../../runner/session/default-deps.ts'
 import { SessionFlow, type SessionJob } from '../../runner/session/session-flow.ts'
 import { startStatusServer } from '../../runner/status/status-server.ts'
 import { Reporter } from '../../runner/status/reporter.ts'
@@ -148,6 +148,7 @@ export async function runRunner(options: RunnerCommandOptions, handlers?: StageH
         dispose: (job, prepared, evalRuntime, hard) => flow.dispose(job, prepared as never, evalRuntime, hard),
       } satisfies StageHandlers<SessionJob, unknown>),
     labels: { runtime: options.runtime },
+    evaluators: runnerEvaluators(),
     log,
   })
   reporter.attach(agent)

@@ -1,13 +1,14 @@
 /**
  * @module
  * Production wiring of the session flow: the runtime registry (`runner/runtime/index.ts`), the harness
- * registry and per-host install cache (`runner/harness/`), and the runner-side evaluators. The edge runs
+ * registry and per-host install cache (`runner/harness/`), and the evaluator registry (`runner/evaluators/`). The edge runs
  * `session_completed` itself, so it resolves to no runner-side evaluator.
  */
 import { join } from 'node:path'
 import type { EvaluatorSpec } from '../../src/contract/rollout.ts'
 import { EDGE_EVALUATORS, type RuntimeBackend } from '../../src/contract/rollout.ts'
 import type { Evaluator } from '../evaluators/evaluator.ts'
+import { EVALUATORS, runEvaluation } from '../evaluators/index.ts'
 import type { Harness } from '../harness/harness.ts'
 import { getHarness } from '../harness/index.ts'
 import { installHarness } from '../harness/install.ts'
@@ -38,6 +39,11 @@ export async function hostHarnessCli(
   return { cliPath: installed.bin, readOnlyBinds: [{ source: modules, target: modules }] }
 }
 
+/** Runner-side evaluator strategies this runner offers (reported at registration). */
+export function runnerEvaluators(): string[] {
+  return Object.keys(EVALUATORS).filter((name) => !(EDGE_EVALUATORS as readonly string[]).includes(name))
+}
+
 export function defaultSessionDeps(options: DefaultDepsOptions): SessionFlowDeps {
   return {
     workRoot: options.workRoot,
@@ -56,7 +62,8 @@ export function defaultSessionDeps(options: DefaultDepsOptions): SessionFlowDeps
     installHarness: (harness) => hostHarnessCli(harness, options.log),
     evaluator: (spec: EvaluatorSpec): Evaluator | null => {
       if ((EDGE_EVALUATORS as readonly string[]).includes(spec.strategy)) return null
-      throw new Error(`evaluator ${spec.strategy} is not available on this runner`)
+      // runEvaluation resolves (registry or module path), validates and checks the result.
+      return { name: spec.strategy, evaluate: (context) => runEvaluation(context) }
     },
   }
 }
