@@ -7,7 +7,7 @@
  */
 import type { CompletionRecord } from '../../contract/completion-record.ts'
 import { EDGE_EVALUATORS } from '../../contract/rollout.ts'
-import type { EvalResult, SessionResult, SessionTiming, Trajectory, TrajectoryStatus } from '../../contract/trajectory.ts'
+import type { SessionResult, SessionTiming, Trajectory, TrajectoryStatus } from '../../contract/trajectory.ts'
 import { applyEvalResult, reconstructTrajectory, toSessionResult } from '../../reconstruct/index.ts'
 import type { LifecycleState } from './session-lifecycle.ts'
 
