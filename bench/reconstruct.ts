@@ -148,7 +148,7 @@ interface Figures {
 
 type BuilderName = 'tolerant' | 'strict' | 'per_request'
 const BUILDS: Record<BuilderName, (records: CompletionRecord[]) => Trajectory> = {
-  tolerant: (records) => reconstructTrajectory(records, { builder: 'prefix_merging' }),
+  tolerant: (records) => reconstructTrajectory(records, { builder: 'prefix_merging', config: { preset: 'tolerant' } }),
   strict: (records) => reconstructTrajectory(records, { builder: 'prefix_merging', config: { strict: true } }),
   per_request: (records) => reconstructTrajectory(records, { builder: 'per_request' }),
 }

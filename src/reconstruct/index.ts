@@ -12,7 +12,7 @@
  */
 import type { CompletionRecord } from '../contract/completion-record.ts'
 import type { BuilderName, Trajectory } from '../contract/trajectory.ts'
-import { type PrefixMergingConfigInput, checkBuilderConfig, prefixMergingConfigSchema } from './config.ts'
+import { applyMergePreset, type PrefixMergingConfigInput, checkBuilderConfig, prefixMergingConfigSchema } from './config.ts'
 import { buildPerRequest } from './per-request.ts'
 import { buildPrefixMerging } from './prefix-merging.ts'
 import type { SessionInfo } from './trajectory-metadata.ts'
@@ -40,7 +40,7 @@ export function reconstructTrajectory(records: readonly CompletionRecord[], opti
     options.builder === 'per_request'
       ? buildPerRequest(records, options.session)
       : buildPrefixMerging(records, {
-          config: prefixMergingConfigSchema.parse(config),
+          config: prefixMergingConfigSchema.parse(applyMergePreset(config)),
           ...(options.session === undefined ? {} : { session: options.session }),
           ...(options.decode === undefined ? {} : { decode: options.decode }),
         })
@@ -66,6 +66,10 @@ export {
   type CheckedBuilderConfig,
   checkBuilderConfig,
   DEFAULT_MAX_CONTEXT_DRIFT_TOKENS,
+  DEFAULT_MERGE_DRIFT_BOUND,
+  MERGE_PRESETS,
+  type MergePreset,
+  applyMergePreset,
   type PrefixMergingConfig,
   type PrefixMergingConfigInput,
   parsePrefixMergingConfig,

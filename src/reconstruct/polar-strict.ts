@@ -14,7 +14,20 @@ import type { CompletionRecord } from '../contract/completion-record.ts'
 import type { ExcludedCompletion, Trace, Trajectory } from '../contract/trajectory.ts'
 import { detectEotPolar } from './end-of-turn.ts'
 import { compareByTimestamp, excludedEntry, partitionRecords, traceFromRecord } from './extract-trace.ts'
+import { trainedUnderDrift } from './segment.ts'
+import { trimCommon } from './token-ops.ts'
 import { type SessionInfo, trajectoryMetadata } from './trajectory-metadata.ts'
+
+/**
+ * Tokens of the training context that differ from the prompt the model saw: the non-shared middle
+ * after common prefix and suffix trimming (an upper bound of the edit distance; 0 exactly when equal).
+ * Polar's rule keeps the raw sampled tokens where the template re-renders the previous turn, so a
+ * merged turn's context differs whenever the re-render is not the raw sampled text.
+ */
+function contextDifference(context: readonly number[], prompt: readonly number[]): number {
+  const { prefix, suffix } = trimCommon(context, prompt)
+  return Math.max(context.length - prefix - suffix, prompt.length - prefix - suffix)
+}
 
 interface StrictStats {
   chains_total: number
@@ -67,11 +80,11 @@ function finalizeChain(
   const slots: (number | null)[] = []
   const lossMask: number[] = []
   const responseMessages: Record<string, unknown>[] = []
-  const turns: Record<string, unknown>[] = []
   let previousPrompt: number[] = [...firstTrace.prompt_ids]
   let previousRaw: number[] = [...firstTrace.response_ids]
   let messageCount = firstTrace.prompt_messages.length
 
+  const turns: { context_drift_tokens: number; response_length: number; [key: string]: unknown }[] = []
   const appendResponse = (trace: Trace, record: CompletionRecord, interstitial: number) => {
     turns.push({
       completion_id: record.completion_id,
@@ -80,6 +93,7 @@ function finalizeChain(
       response_length: trace.response_ids.length,
       interstitial_length: interstitial,
       message_index: trace.response_messages.length > 0 ? responseMessages.length : -1,
+      context_drift_tokens: turns.length === 0 ? 0 : contextDifference(stream, trace.prompt_ids),
     })
     stream.push(...trace.response_ids)
     lossMask.push(...trace.loss_mask)
@@ -137,8 +151,34 @@ function finalizeChain(
       source_completion_ids: chain.slice(0, kept).map((record) => record.completion_id),
       agent: first.agent,
       end_of_turn_token_id: eot,
+      context_drift_tokens_max: turns.reduce((max, turn) => Math.max(max, turn.context_drift_tokens), 0),
+      trained_tokens_under_drift: trainedUnderDrift(turns),
       turns,
     },
+  }
+}
+
+/** Trained tokens, and those trained under a context that differs from their prompt (all traces). */
+function driftStats(traces: readonly Trace[]) {
+  let total = 0
+  let underDrift = 0
+  let turnsWithDrift = 0
+  let max = 0
+  for (const trace of traces) {
+    for (const turn of trace.metadata.turns as { context_drift_tokens: number; response_length: number }[]) {
+      total += turn.response_length
+      if (turn.context_drift_tokens > 0) {
+        underDrift += turn.response_length
+        turnsWithDrift++
+      }
+      max = Math.max(max, turn.context_drift_tokens)
+    }
+  }
+  return {
+    turns_with_drift: turnsWithDrift,
+    context_drift_tokens_max: max,
+    trained_tokens_total: total,
+    trained_tokens_under_drift: underDrift,
   }
 }
 
@@ -185,6 +225,7 @@ export function buildPrefixMergingStrict(
       records_total: records.length,
       completions_excluded: excluded.length,
       completions_dropped: dropped.length,
+      drift: driftStats(traces),
     },
     reconstruction: { mode: 'strict', end_of_turn_token_id: endOfTurnTokenId },
     excluded_completions: [...excluded, ...dropped],

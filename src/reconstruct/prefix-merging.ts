@@ -44,7 +44,13 @@ function reconstructionStats(
   let boundaryDriftTotal = 0
   let contextDriftSum = 0
   let retries = 0
+  let trainedTokens = 0
+  let trainedUnderDrift = 0
   for (const segment of segments) {
+    for (const turn of segment.turns) {
+      trainedTokens += turn.responseLength
+      if (turn.contextDrift > 0) trainedUnderDrift += turn.responseLength
+    }
     chainSizes.set(segment.chain, (chainSizes.get(segment.chain) ?? 0) + 1)
     if (segment.breakReason !== null) increment(breaks, segment.breakReason)
     increment(branches, segment.branch ?? 'main')
@@ -90,6 +96,10 @@ function reconstructionStats(
       context_drift_tokens_max: driftMax,
       context_drift_tokens_sum: contextDriftSum,
       boundary_drift_tokens_total: boundaryDriftTotal,
+      /** Sampled tokens trained (mask 1) in all traces. */
+      trained_tokens_total: trainedTokens,
+      /** Of those, tokens of turns whose training context differs from the prompt they were sampled under. */
+      trained_tokens_under_drift: trainedUnderDrift,
       /** Drift of each trace's last turn, summed per reason. */
       final_drift_by_reason: driftByReason,
     },
@@ -126,6 +136,7 @@ export function buildPrefixMerging(records: readonly CompletionRecord[], options
     reconstruction_stats: reconstructionStats(segments, trainable.length, records.length, excludedByReason),
     reconstruction: {
       mode: 'tolerant',
+      preset: config.preset ?? null,
       end_of_turn_token_id: eot,
       end_of_turn_token_source: config.end_of_turn_token_id === null ? 'auto' : 'config',
       max_context_drift_tokens: config.max_context_drift_tokens,

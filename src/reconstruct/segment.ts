@@ -322,6 +322,16 @@ function turnMetadata(turn: TurnState): TraceTurn {
   }
 }
 
+/**
+ * Sampled (mask-1) tokens of turns whose training context differs from the prompt they were sampled
+ * under (`context_drift_tokens > 0`): what the trainer would score under a context the model never saw.
+ */
+export function trainedUnderDrift(turns: readonly { context_drift_tokens: number; response_length: number }[]): number {
+  let total = 0
+  for (const turn of turns) if (turn.context_drift_tokens > 0) total += turn.response_length
+  return total
+}
+
 /** The finished trace (Polar field names; Rollgate extensions in `metadata`). */
 export function finalizeSegment(segment: Segment, chainSegmentIndex: number): Trace {
   const first = (segment.turns[0] as TurnState).record
@@ -367,6 +377,7 @@ export function finalizeSegment(segment: Segment, chainSegmentIndex: number): Tr
       ...(segment.breakDetail === null ? {} : { break_detail: segment.breakDetail }),
       ...(segment.retryInfo === null ? {} : { retry: segment.retryInfo }),
       context_drift_tokens_max: turns.reduce((max, turn) => Math.max(max, turn.context_drift_tokens), 0),
+      trained_tokens_under_drift: trainedUnderDrift(turns),
       turns,
     },
   }

@@ -21,7 +21,8 @@ function range(from: number, to: number): number[] {
   return Array.from({ length: to - from }, (_, i) => from + i)
 }
 
-const THINK: PrefixMergingConfigInput = { think_token_ids: [90, 91] }
+/** These cases exercise merging within the drift bound: the `tolerant` preset (the default is `exact`). */
+const THINK: PrefixMergingConfigInput = { preset: 'tolerant', think_token_ids: [90, 91] }
 
 function build(records: CompletionRecord[], config: PrefixMergingConfigInput = {}, decode?: (ids: number[]) => string): Trajectory {
   const trajectory = reconstructTrajectory(records, {

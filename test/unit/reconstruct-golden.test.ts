@@ -102,7 +102,7 @@ describe('leeyykk continuation example (Qwen3.5 scaffold replaced in history)', 
   it('tolerant: one trace, raw response + canonical interstitial', () => {
     const trajectory = reconstructTrajectory(records, {
       builder: 'prefix_merging',
-      config: { think_token_ids: [90, 91] },
+      config: { preset: 'tolerant', think_token_ids: [90, 91] },
     })
     expect(trajectory.traces).toHaveLength(1)
     const [trace] = trajectory.traces

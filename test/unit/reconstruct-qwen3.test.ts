@@ -73,7 +73,7 @@ function run(label: string, options: Omit<Qwen3SimOptions, 'conversations'>, max
   const records = turns.map((turn) => turn.record)
   const tolerant = reconstructTrajectory(records, {
     builder: 'prefix_merging',
-    config: maxDrift === undefined ? {} : { max_context_drift_tokens: maxDrift },
+    config: maxDrift === undefined ? { preset: 'tolerant' } : { max_context_drift_tokens: maxDrift },
     decode: (ids) => qwen.decode(ids),
   })
   const strict = reconstructTrajectory(records, {

@@ -27,6 +27,12 @@ export interface Qwen3SimOptions {
   drift: boolean
   /** A Claude Code style billing-header nonce line at the top of the system prompt, per request. */
   nonce: boolean
+  /**
+   * Tool-using conversations answer halfway and the user sends a follow-up message, so the template
+   * re-renders the earlier turns of a thinking model without their reasoning (Qwen3 drops it before
+   * the last user query).
+   */
+  followUp?: boolean
   conversations: Qwen3ConversationSpec[]
 }
 
@@ -101,10 +107,12 @@ export function simulateQwen3Session(qwen: Qwen3, options: Qwen3SimOptions): Sim
       const prompt = qwen.tokenizeChat(messages, renderOptions)
 
       const last = k === spec.turns - 1 || !spec.tools
+      const followUpNow = !last && options.followUp === true && k === Math.floor((spec.turns - 1) / 2)
+      const answer = last || followUpNow
       const reasoning = enableThinking
-        ? `The user wants ${spec.name} step ${k}. ` + `I should ${last ? 'answer now' : 'inspect the files'}.`
+        ? `The user wants ${spec.name} step ${k}. ` + `I should ${answer ? 'answer now' : 'inspect the files'}.`
         : undefined
-      const assistant: ChatMessage = last
+      const assistant: ChatMessage = answer
         ? {
             role: 'assistant',
             content: `Done with ${spec.name}: everything looks fine after ${k} steps.`,
@@ -153,7 +161,7 @@ export function simulateQwen3Session(qwen: Qwen3, options: Qwen3SimOptions): Sim
         seq,
         prompt,
         response,
-        finish: last ? 'stop' : 'tool_calls',
+        finish: answer ? 'stop' : 'tool_calls',
         agent: spec.agent,
         tools: tools,
         messages: messages as Record<string, unknown>[],
@@ -185,7 +193,8 @@ export function simulateQwen3Session(qwen: Qwen3, options: Qwen3SimOptions): Sim
       const replayed: ChatMessage = { ...assistant }
       if (options.thinking !== 'on-replay') delete replayed.reasoning_content
       history.push(replayed)
-      if (!last) {
+      if (followUpNow) history.push({ role: 'user', content: `Thanks. Now also check the tests of ${spec.name}.` })
+      else if (!last) {
         history.push({
           role: 'tool',
           tool_call_id: `call_${seq - 1}`,
