@@ -8,11 +8,16 @@
  * Flags: `--turns` (200), `--result-tokens` (≈ tokens of tool output per turn, 500), `--skip-per-request`.
  * Figures: edge cost per call (Server-Timing prepare + capture) over the first and last 10 turns; stored
  * token bytes ÷ floor (4 B × final prompt + 8 B × output tokens); stored request text ÷ final request
- * body; finalize and GET trajectory times (first byte and total) for both builders; workerd RSS after
- * the turns and at its peak after finalize (sampled every 50 ms). Last line: one JSON object.
+ * body; finalize and GET trajectory times (first byte and total) for both builders (finalize closes a
+ * session, so per_request runs on a twin session fed the same bodies in lockstep); workerd RSS after the
+ * turns and at its peak after finalize (sampled every 50 ms). workerd does not expose a Durable Object's
+ * JS heap, so the heap figure comes from the same plain classes in Node over a copy of the session's
+ * SQLite (`bench/lib/finalize-in-node.ts`, `--max-old-space-size=128`): `node_128mb.*`.
+ * Last line: one JSON object.
  */
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { execFileSync, spawnSync } from 'node:child_process'
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { DatabaseSync } from 'node:sqlite'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -93,11 +98,38 @@ const edge = await startMiniflareEdge({
   vars: { ROLLGATE_ADMIN_TOKEN: ADMIN, ROLLGATE_SIGNING_KEY: 'k', ROLLGATE_UPSTREAM_URL: engine.url },
 })
 const admin = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }
-try {
-  const session = (await (await fetch(`${edge.url}/v1/sessions`, { method: 'POST', headers: admin, body: '{}' })).json()) as {
+async function newSession(): Promise<{ session_id: string; token: string }> {
+  return (await (await fetch(`${edge.url}/v1/sessions`, { method: 'POST', headers: admin, body: '{}' })).json()) as {
     session_id: string
     token: string
   }
+}
+
+/** The session's SQLite file in Miniflare's persistence directory (found by the config it holds). */
+function sessionSqlite(sessionId: string): string | null {
+  const dir = join(persistTo, 'do', '-SessionObject')
+  if (!existsSync(dir)) return null
+  for (const name of readdirSync(dir)) {
+    if (!name.endsWith('.sqlite') || name === 'metadata.sqlite') continue
+    const db = new DatabaseSync(join(dir, name), { readOnly: true })
+    try {
+      const row = db.prepare("SELECT value FROM rg_meta WHERE key = 'session'").get() as { value: string } | undefined
+      if (row && (JSON.parse(row.value) as { session_id: string }).session_id === sessionId) return join(dir, name)
+    } catch {
+      // not a session file
+    } finally {
+      db.close()
+    }
+  }
+  return null
+}
+
+let nodeRuns: Record<string, unknown> = {}
+let finalFigures: Record<string, unknown> | null = null
+try {
+  const builders = values['skip-per-request'] ? ['prefix_merging'] : ['prefix_merging', 'per_request']
+  const sessions = await Promise.all(builders.map(() => newSession()))
+  const session = sessions[0] as { session_id: string; token: string }
   const messages: Record<string, unknown>[] = [
     { role: 'system', content: `You are a coding agent.\n${'Follow the repository conventions. '.repeat(120)}` },
     { role: 'user', content: 'Investigate why config loading fails and fix it.' },
@@ -109,11 +141,17 @@ try {
   for (let turn = 0; turn < TURNS; turn++) {
     const body = JSON.stringify({ model: 'bench', messages, tools: TOOLS, chat_template_kwargs: { enable_thinking: false } })
     finalBodyBytes = Buffer.byteLength(body)
-    const response = await fetch(`${edge.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${session.token}`, 'content-type': 'application/json' },
-      body,
-    })
+    const responses = await Promise.all(
+      sessions.map((s) =>
+        fetch(`${edge.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' },
+          body,
+        }),
+      ),
+    )
+    const response = responses[0] as Response
+    for (const twin of responses.slice(1)) await twin.arrayBuffer()
     if (response.status !== 200) throw new Error(`turn ${turn}: ${response.status} ${await response.text()}`)
     const timing = parseTiming(response.headers.get('server-timing'))
     edgeMs.push((timing.prepare ?? 0) + (timing.capture ?? 0))
@@ -138,37 +176,50 @@ try {
   const s = info.storage
   const floor = 4 * finalPromptTokens + 8 * s.output_tokens
 
-  const builders = values['skip-per-request'] ? ['prefix_merging'] : ['prefix_merging', 'per_request']
   const finalize: Record<string, unknown> = {}
   let peakRss = rssAfterTurns
-  for (const builder of builders) {
+  for (const [index, builder] of builders.entries()) {
+    const sessionId = (sessions[index] as { session_id: string }).session_id
     const { result, peakMb } = await withPeakRss(async () => {
       const t0 = performance.now()
-      const response = await fetch(`${edge.url}/v1/sessions/${session.session_id}/finalize`, {
-        method: 'POST',
-        headers: admin,
-        body: JSON.stringify({ builder }),
-      })
-      const text = await response.text()
+      let status = 0
+      let text = ''
+      try {
+        const response = await fetch(`${edge.url}/v1/sessions/${sessionId}/finalize`, {
+          method: 'POST',
+          headers: admin,
+          body: JSON.stringify({ builder }),
+        })
+        status = response.status
+        text = await response.text()
+      } catch (error) {
+        text = `edge failed: ${(error as Error).message}`
+      }
       const ms = performance.now() - t0
+      const answer = status === 200 ? (JSON.parse(text) as { trajectory_bytes?: number }) : null
       const t1 = performance.now()
-      const get = await fetch(`${edge.url}/v1/sessions/${session.session_id}/trajectory?builder=${builder}`, { headers: admin })
-      const reader = get.body?.getReader()
       let firstByteMs: number | null = null
       let bytes = 0
-      if (reader) {
+      let getStatus = 0
+      try {
+        const get = await fetch(`${edge.url}/v1/sessions/${sessionId}/trajectory?builder=${builder}`, { headers: admin })
+        getStatus = get.status
+        const reader = get.body?.getReader()
         for (;;) {
-          const { done, value } = await reader.read()
-          if (done) break
+          const chunk = await reader?.read()
+          if (!chunk || chunk.done) break
           firstByteMs ??= performance.now() - t1
-          bytes += value.byteLength
+          bytes += chunk.value.byteLength
         }
+      } catch {
+        getStatus = -1
       }
       return {
-        finalize_status: response.status,
+        finalize_status: status,
         finalize_ms: round(ms, 0),
-        finalize_answer: response.status === 200 ? JSON.parse(text) : text.slice(0, 200),
-        get_status: get.status,
+        finalize_answer: answer ?? text.slice(0, 200),
+        finalize_mb_per_s: answer?.trajectory_bytes ? round(answer.trajectory_bytes / 1024 / 1024 / (ms / 1000), 1) : null,
+        get_status: getStatus,
         get_first_byte_ms: firstByteMs === null ? null : round(firstByteMs, 0),
         get_total_ms: round(performance.now() - t1, 0),
         get_bytes: bytes,
@@ -182,6 +233,7 @@ try {
   const first = edgeMs.slice(0, 10)
   const last = edgeMs.slice(-10)
   const figures = {
+    session_id: session.session_id,
     turns: TURNS,
     result_tokens: RESULT_TOKENS,
     turns_seconds: round(turnsSeconds, 1),
@@ -201,9 +253,29 @@ try {
     workerd_rss_after_turns_mb: rssAfterTurns,
     workerd_rss_peak_after_finalize_mb: peakRss,
   }
-  console.log(JSON.stringify(figures))
+  finalFigures = figures
 } finally {
   await edge.stop()
   await engine.close()
-  rmSync(persistTo, { recursive: true, force: true })
 }
+// The same plain classes in Node under a Durable Object's 128 MB, over a copy of the session's SQLite.
+if (finalFigures) {
+  const sessionId = (finalFigures as { session_id: string }).session_id
+  const source = sessionSqlite(sessionId)
+  if (source) {
+    const copy = join(persistTo, 'node-copy.sqlite')
+    copyFileSync(source, copy)
+    for (const suffix of ['-wal', '-shm']) if (existsSync(source + suffix)) copyFileSync(source + suffix, copy + suffix)
+    for (const builder of values['skip-per-request'] ? ['prefix_merging'] : ['prefix_merging', 'per_request']) {
+      const run = spawnSync(process.execPath, ['--max-old-space-size=128', 'bench/lib/finalize-in-node.ts', copy, builder], {
+        encoding: 'utf8',
+        timeout: 900_000,
+      })
+      const line = run.stdout.trim().split('\n').at(-1) ?? ''
+      nodeRuns[builder] = run.status === 0 ? JSON.parse(line) : { failed: true, status: run.status, stderr: run.stderr.slice(-400) }
+      console.log(`node --max-old-space-size=128 ${builder}: ${JSON.stringify(nodeRuns[builder])}`)
+    }
+  } else nodeRuns = { skipped: 'session SQLite not found in the persistence directory' }
+  rmSync(persistTo, { recursive: true, force: true })
+  console.log(JSON.stringify({ ...finalFigures, node_128mb: nodeRuns }))
+} else rmSync(persistTo, { recursive: true, force: true })

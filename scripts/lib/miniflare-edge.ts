@@ -57,8 +57,9 @@ export async function startMiniflareEdge(options: {
         ROLLGATE_SERVED_MODEL: '',
         ...options.vars,
       },
-      durableObjectsPersist: join(options.persistTo, 'do'),
-      r2Persist: join(options.persistTo, 'r2'),
+      // Miniflare 4's one persistence root (`<root>/do`, `<root>/r2`, …); the v3 names
+      // `durableObjectsPersist` / `r2Persist` are dropped by `convertV4MiniflareOptions`.
+      resourcePersistencePath: options.persistTo,
       host: '127.0.0.1',
       port: 0,
     } as Parameters<typeof convertV4MiniflareOptions>[0]),

@@ -6,6 +6,7 @@
  */
 import { DatabaseSync } from 'node:sqlite'
 import type { BlobBucket } from '../../src/durable/session/blob-store.ts'
+import type { MultipartUpload, PartBucket, UploadedPart } from '../../src/durable/session/r2-part-writer.ts'
 import { Sql, type SqlExecutor, type SqlRow, type SqlValue } from '../../src/durable/session/sql.ts'
 
 export function nodeSqlExecutor(db: DatabaseSync): SqlExecutor {
@@ -39,14 +40,59 @@ export function nodeSql(path = ':memory:'): { sql: Sql; db: DatabaseSync } {
   return { sql: new Sql(nodeSqlExecutor(db)), db }
 }
 
-/** An R2-like bucket in memory (what spills and trajectories need), counting writes. */
-export class MemoryBucket implements BlobBucket {
+/**
+ * An R2-like bucket in memory (what spills and trajectories need), counting writes. With `keep: false`
+ * written objects are only measured (a heap-bounded run must not hold what it wrote).
+ */
+export class MemoryBucket implements BlobBucket, PartBucket {
   readonly objects = new Map<string, Uint8Array>()
+  readonly sizes = new Map<string, number>()
   puts = 0
+  parts = 0
+  readonly #keep: boolean
 
-  async put(key: string, value: ArrayBuffer | string): Promise<unknown> {
+  constructor(options: { keep?: boolean } = {}) {
+    this.#keep = options.keep ?? true
+  }
+
+  async createMultipartUpload(key: string): Promise<MultipartUpload> {
+    const parts = new Map<number, Uint8Array>()
+    return {
+      uploadPart: async (partNumber: number, value: Uint8Array): Promise<UploadedPart> => {
+        this.parts++
+        parts.set(partNumber, this.#keep ? value.slice() : new Uint8Array(value.byteLength))
+        return { partNumber, etag: `etag-${partNumber}` }
+      },
+      complete: async (uploaded: UploadedPart[]) => {
+        const chunks = uploaded.map((part) => parts.get(part.partNumber) as Uint8Array)
+        const size = chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0)
+        this.sizes.set(key, size)
+        if (!this.#keep) return {}
+        const out = new Uint8Array(size)
+        let at = 0
+        for (const chunk of chunks) {
+          out.set(chunk, at)
+          at += chunk.byteLength
+        }
+        this.objects.set(key, out)
+        return {}
+      },
+      abort: async () => {
+        parts.clear()
+      },
+    }
+  }
+
+  async put(key: string, value: ArrayBuffer | ArrayBufferView | string): Promise<unknown> {
     this.puts++
-    this.objects.set(key, typeof value === 'string' ? new TextEncoder().encode(value) : new Uint8Array(value.slice(0)))
+    const bytes =
+      typeof value === 'string'
+        ? new TextEncoder().encode(value)
+        : ArrayBuffer.isView(value)
+          ? new Uint8Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength))
+          : new Uint8Array(value.slice(0))
+    this.sizes.set(key, bytes.byteLength)
+    if (this.#keep || !key.startsWith('trajectories/')) this.objects.set(key, bytes)
     return {}
   }
 

@@ -69,3 +69,31 @@ export function growingSession(turns: number, firstPrompt = 2000, growth = 300, 
   }
   return out
 }
+
+/**
+ * Like `growingSession`, but produced one input at a time (a 1,000-turn session's bodies are never all in
+ * memory) with short messages: each turn adds `growth` prompt tokens and two small messages.
+ */
+export function* growingSessionInputs(turns: number, firstPrompt = 200, growth = 5, responseLength = 2): Generator<CompletionInput> {
+  const prompt: number[] = Array.from({ length: firstPrompt }, (_, i) => (i * 7919) % 150000)
+  const messages: { role: string; content: string }[] = [
+    { role: 'system', content: 'You are an agent.' },
+    { role: 'user', content: 'Fix the bug.' },
+  ]
+  for (let turn = 0; turn < turns; turn++) {
+    const response = Array.from({ length: responseLength }, (_, i) => (turn * 1000 + i * 31) % 150000)
+    response[response.length - 1] = 151645
+    yield completionInput({
+      completion_id: `cmpl_${turn}`,
+      prompt_token_ids: Uint32Array.from(prompt),
+      response_token_ids: Uint32Array.from(response),
+      response_logprobs: Float64Array.from(response.map((_, i) => Math.fround(-((turn + 1) * (i + 1)) / 4096))),
+      request_text: JSON.stringify({ model: 'Qwen/Qwen3-8B', messages, tools: [{ type: 'function', function: { name: 'bash' } }] }),
+      original_text: JSON.stringify({ model: 'gpt-test', messages }),
+    })
+    prompt.push(...response, 198)
+    for (let i = prompt.length; prompt.length < i + Math.max(1, growth - responseLength - 1); )
+      prompt.push((turn * 77 + prompt.length) % 150000)
+    messages.push({ role: 'assistant', content: `a${turn}` }, { role: 'tool', content: `out ${turn}` })
+  }
+}

@@ -111,6 +111,24 @@ export interface RecordResult {
   duplicate: boolean
 }
 
+export interface ReadOptions {
+  /** Leave `original_request` null (the builders never read it; it is the largest parsed field). */
+  withoutOriginal?: boolean
+}
+
+/** What trajectory metadata and exclusion lists need from every record, without its tokens or bodies. */
+export interface CompletionHeader {
+  seq: number
+  completion_id: string
+  timestamp: string
+  api: string
+  agent: string
+  model_requested: string
+  model_used: string
+  status: string
+  trainable: boolean
+}
+
 export interface StorageStats {
   completions: number
   prompt_tokens_total: number
@@ -260,12 +278,12 @@ export class CompletionLog {
    * `maxBytes` (at least one record): a DO RPC answer may not exceed 32 MiB, and late records of a long
    * rollout are MBs each.
    */
-  async list(afterSeq = -1, limit = 100, maxBytes = Number.POSITIVE_INFINITY): Promise<CompletionRecord[]> {
+  async list(afterSeq = -1, limit = 100, maxBytes = Number.POSITIVE_INFINITY, options: ReadOptions = {}): Promise<CompletionRecord[]> {
     const rows = this.#sql.all<CompletionRow>('SELECT * FROM rg_completions WHERE seq > ? ORDER BY seq LIMIT ?', afterSeq, limit)
     const out: CompletionRecord[] = []
     let bytes = 0
     for (const row of rows) {
-      const { record, bytes: size } = await this.#toSizedRecord(row)
+      const { record, bytes: size } = await this.#toSizedRecord(row, options)
       out.push(record)
       bytes += size
       if (bytes >= maxBytes) break
@@ -274,15 +292,35 @@ export class CompletionLog {
   }
 
   /** Every record, in arrival order (paged internally so memory holds one page of rows at a time). */
-  async all(): Promise<CompletionRecord[]> {
+  async all(options: ReadOptions = {}): Promise<CompletionRecord[]> {
     const out: CompletionRecord[] = []
     for (let after = -1; ; ) {
-      const page = await this.list(after, 200)
+      const page = await this.list(after, 200, Number.POSITIVE_INFINITY, options)
       out.push(...page)
       const last = page.at(-1)
       if (!last || page.length < 200) return out
       after = last.seq
     }
+  }
+
+  /** Records one at a time, in arrival order: memory holds one small page of records, never the session. */
+  async *stream(options: ReadOptions = {}, pageSize = 4): AsyncGenerator<CompletionRecord> {
+    for (let after = -1; ; ) {
+      const page = await this.list(after, pageSize, Number.POSITIVE_INFINITY, options)
+      for (const record of page) yield record
+      const last = page.at(-1)
+      if (!last || page.length < pageSize) return
+      after = last.seq
+    }
+  }
+
+  /** The small fields of every record (no tokens, no bodies), in arrival order. */
+  headers(): CompletionHeader[] {
+    return this.#sql
+      .all<Omit<CompletionHeader, 'trainable'> & { trainable: number }>(
+        'SELECT seq, completion_id, created_at AS timestamp, api, agent, model_requested, model_used, status, trainable FROM rg_completions ORDER BY seq',
+      )
+      .map((row) => ({ ...row, trainable: row.trainable === 1 }))
   }
 
   async getById(completionId: string): Promise<CompletionRecord | null> {
@@ -486,7 +524,7 @@ export class CompletionLog {
   }
 
   /** The record and an upper estimate of its structured-clone size (two bytes per text char, ≤ 5 per id, 9 per logprob). */
-  async #toSizedRecord(row: CompletionRow): Promise<{ record: CompletionRecord; bytes: number }> {
+  async #toSizedRecord(row: CompletionRow, options: ReadOptions = {}): Promise<{ record: CompletionRecord; bytes: number }> {
     const full = await this.#materializeRow(row)
     const provenance = JSON.parse(row.provenance) as CompletionRecord['provenance']
     const request = JSON.parse(full.requestText) as Record<string, unknown>
@@ -525,7 +563,7 @@ export class CompletionLog {
       stop_reason: row.stop_reason === null ? null : (JSON.parse(row.stop_reason) as string | number),
       request,
       response_message: row.response_message ? JSON.parse(row.response_message) : null,
-      original_request: full.originalText ? JSON.parse(full.originalText) : null,
+      original_request: full.originalText && !options.withoutOriginal ? JSON.parse(full.originalText) : null,
       usage: row.usage ? JSON.parse(row.usage) : null,
       warnings: JSON.parse(row.warnings),
       error: row.error,

@@ -14,6 +14,8 @@ import type { CompletionInput, SessionConfig } from './record.ts'
 import { ensureSchema } from './schema.ts'
 import { Sql } from './sql.ts'
 import { SESSION_CLOSED, type SessionFinalization, SessionStore } from './session-store.ts'
+import { type PartBucket, writeChunks } from './r2-part-writer.ts'
+import { contentTypeOf, type StreamSummary, type TrajectoryFormat, trajectoryChunks } from './trajectory-stream.ts'
 import { type Admission, SessionRollout } from './session-rollout.ts'
 import type { LifecycleOutcome, LifecycleSpec, LifecycleState, RunnerUpstream } from './session-lifecycle.ts'
 import type { AgentResult, RunnerSessionStatus } from '../../contract/runner-protocol.ts'
@@ -44,7 +46,10 @@ export type FinalizeOutcome =
 /** What callers see through the stub: every method, promisified (typed here, not by RPC inference). */
 type Rpc<T> = { [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<Awaited<R>> : never }
 export type SessionRpc = Rpc<
-  Pick<SessionObject, 'create' | 'config' | 'record' | 'completions' | 'completionById' | 'summary' | 'trajectory' | 'finalize'>
+  Pick<
+    SessionObject,
+    'create' | 'config' | 'record' | 'completions' | 'completionById' | 'summary' | 'trajectory' | 'trajectoryStream' | 'finalize'
+  >
 >
 
 export class SessionObject extends DurableObject<Env> {
@@ -103,6 +108,31 @@ export class SessionObject extends DurableObject<Env> {
   }
 
   /**
+   * The trajectory (or a trainer export of it) as a byte stream, built from the durable log while it is
+   * read: no RPC answer limit, no whole-trajectory string (`trajectory-stream.ts`).
+   */
+  trajectoryStream(request: TrajectoryRequest & { format?: TrajectoryFormat }): { contentType: string; body: ReadableStream<Uint8Array> } {
+    const config = this.#requireConfig()
+    const chunks = trajectoryChunks(this.#requireLog(), request, this.#sessionInfo(config))
+    const encoder = new TextEncoder()
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        const next = await chunks.next()
+        if (next.done) controller.close()
+        else controller.enqueue(encoder.encode(next.value))
+      },
+      async cancel() {
+        await chunks.return(undefined)
+      },
+    })
+    return { contentType: contentTypeOf(request.format ?? 'trajectory'), body }
+  }
+
+  #sessionInfo(config: SessionConfig) {
+    return { session_id: config.session_id, task_id: config.task_id, metadata: config.metadata }
+  }
+
+  /**
    * Close the session, build its trajectory and write it to R2 (`trajectories/<session_id>/<builder>.json`).
    * From the moment finalize starts, model calls are refused (`SESSION_CLOSED`); calls already recording are
    * waited for. Finalizing again with the same builder and config returns the stored finalization unchanged
@@ -123,15 +153,19 @@ export class SessionObject extends DurableObject<Env> {
   async #build(request: TrajectoryRequest): Promise<FinalizeOutcome> {
     const config = this.#requireConfig()
     await Promise.allSettled([...this.#recording])
-    const trajectory = await this.trajectory(request)
+    // Streamed to R2 in parts: the whole trajectory is never one string (nor, for per_request, in memory).
     const key = trajectoryObjectKey(config.session_id, request.builder)
-    await this.env.BLOBS.put(key, JSON.stringify(trajectory), { httpMetadata: { contentType: 'application/json' } })
+    const summary: StreamSummary = { trace_count: 0 }
+    const chunks = trajectoryChunks(this.#requireLog(), request, this.#sessionInfo(config), summary)
+    const written = await writeChunks(this.env.BLOBS as unknown as PartBucket, key, chunks, 'application/json')
     const finalization: SessionFinalization = {
       finalized_at: new Date().toISOString(),
       builder: request.builder,
       config: request.config ?? null,
       trajectory_key: key,
-      trace_count: trajectory.traces.length,
+      trace_count: summary.trace_count,
+      trajectory_bytes: written.bytes,
+      trajectory_parts: written.parts,
       completion_count: this.#requireLog().count(),
     }
     this.#store.setFinalization(finalization)

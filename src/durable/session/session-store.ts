@@ -11,6 +11,9 @@ export interface SessionFinalization {
   trajectory_key: string
   trace_count: number
   completion_count: number
+  /** Size of the R2 object and the parts it was uploaded in (0: a single put). */
+  trajectory_bytes?: number
+  trajectory_parts?: number
   /** The builder config the trajectory was built with (null: the builder's defaults). */
   config?: Record<string, unknown> | null
 }

@@ -163,21 +163,25 @@ function checkBuilderConfig<T extends { builder: BuilderName; config?: Record<st
 adminSessions.get('/:id/trajectory', async (c) => {
   const query = trajectoryQuery(c.req.query())
   const stub = sessionStub(c.env, c.req.param('id'))
-  const config = await stub.config()
-  if (!config) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
-  const trajectory = await stub.trajectory({ builder: query.builder, ...(query.config ? { config: query.config } : {}) })
-  switch (query.format) {
-    case 'trajectory':
-      return c.json(trajectory)
-    case 'session_result':
-      return c.json(toSessionResult(trajectory, { session_id: config.session_id, ...(config.task_id ? { task_id: config.task_id } : {}) }))
-    case 'nemo-gym':
-      return c.body(toJsonl(toNemoGymRows(trajectory)), 200, { 'content-type': 'application/x-ndjson' })
-    case 'sft':
-      return c.body(toJsonl(toSftRows(trajectory)), 200, { 'content-type': 'application/x-ndjson' })
-    case 'sft-tokens':
-      return c.body(toJsonl(toSftTokenRows(trajectory)), 200, { 'content-type': 'application/x-ndjson' })
+  const summary = await stub.summary()
+  if (!summary) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
+  // Streamed, never one string: from R2 when finalize wrote this very trajectory, else built while it is sent.
+  const stored = summary.finalized
+  if (
+    query.format === 'trajectory' &&
+    stored &&
+    stored.builder === query.builder &&
+    JSON.stringify(stored.config ?? null) === JSON.stringify(query.config ?? null)
+  ) {
+    const object = await c.env.BLOBS.get(stored.trajectory_key)
+    if (object) return c.body(object.body, 200, { 'content-type': 'application/json', 'x-rollgate-trajectory-key': stored.trajectory_key })
   }
+  const { contentType, body } = await stub.trajectoryStream({
+    builder: query.builder,
+    format: query.format,
+    ...(query.config ? { config: query.config } : {}),
+  })
+  return c.body(body, 200, { 'content-type': contentType })
 })
 
 /** Build the trajectory and write it to R2; body `{builder?, config?}`. */

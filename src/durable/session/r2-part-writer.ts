@@ -1,0 +1,79 @@
+/**
+ * @module
+ * Writes a stream of text chunks to one R2 object without holding it: chunks are buffered into parts of
+ * `PART_BYTES` (R2 wants every part but the last the same size, at least 5 MiB) and uploaded as a
+ * multipart upload; an object smaller than one part is a single put. Memory: one part plus one chunk.
+ */
+
+export const PART_BYTES = 8 * 1024 * 1024
+
+export interface UploadedPart {
+  partNumber: number
+  etag: string
+}
+
+export interface MultipartUpload {
+  uploadPart(partNumber: number, value: Uint8Array): Promise<UploadedPart>
+  complete(parts: UploadedPart[]): Promise<unknown>
+  abort(): Promise<void>
+}
+
+/** The slice of R2's bucket API this writer needs (the real binding, or a test double). */
+export interface PartBucket {
+  put(key: string, value: Uint8Array, options?: { httpMetadata?: { contentType?: string } }): Promise<unknown>
+  createMultipartUpload(key: string, options?: { httpMetadata?: { contentType?: string } }): Promise<MultipartUpload>
+}
+
+export interface WrittenObject {
+  key: string
+  bytes: number
+  /** 0 for a single put. */
+  parts: number
+}
+
+/** Write every chunk of `chunks` to `key`; on failure the multipart upload is aborted and the error rethrown. */
+export async function writeChunks(
+  bucket: PartBucket,
+  key: string,
+  chunks: AsyncIterable<string>,
+  contentType: string,
+  partBytes = PART_BYTES,
+): Promise<WrittenObject> {
+  const encoder = new TextEncoder()
+  const options = { httpMetadata: { contentType } }
+  let buffer = new Uint8Array(partBytes)
+  let filled = 0
+  let bytes = 0
+  let upload: MultipartUpload | null = null
+  const parts: UploadedPart[] = []
+  const flush = async () => {
+    upload ??= await bucket.createMultipartUpload(key, options)
+    parts.push(await upload.uploadPart(parts.length + 1, buffer))
+    buffer = new Uint8Array(partBytes)
+    filled = 0
+  }
+  try {
+    for await (const chunk of chunks) {
+      let data = encoder.encode(chunk)
+      bytes += data.byteLength
+      while (data.byteLength > 0) {
+        const take = Math.min(partBytes - filled, data.byteLength)
+        buffer.set(data.subarray(0, take), filled)
+        filled += take
+        data = data.subarray(take)
+        if (filled === partBytes) await flush()
+      }
+    }
+    if (upload === null) {
+      await bucket.put(key, buffer.subarray(0, filled), options)
+      return { key, bytes, parts: 0 }
+    }
+    const open = upload as MultipartUpload
+    if (filled > 0) parts.push(await open.uploadPart(parts.length + 1, buffer.subarray(0, filled)))
+    await open.complete(parts)
+    return { key, bytes, parts: parts.length }
+  } catch (error) {
+    if (upload !== null) await (upload as MultipartUpload).abort().catch(() => {})
+    throw error
+  }
+}

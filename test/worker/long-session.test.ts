@@ -1,0 +1,109 @@
+/**
+ * A 1,000-turn session through the session object (synthetic records): storage stays linear, finalize
+ * streams both builders to R2 in parts, and the streamed text equals the in-memory builder's output on
+ * the same records; every export format streams the same rows the in-memory exports give.
+ */
+import { env, SELF } from 'cloudflare:test'
+import { describe, expect, it } from 'vitest'
+import type { CompletionRecord } from '../../src/contract/completion-record.ts'
+import type { SessionRpc } from '../../src/durable/session/session-object.ts'
+import type { CompletionInput } from '../../src/durable/session/record.ts'
+import { reconstructTrajectory, toJsonl, toNemoGymRows, toSessionResult, toSftRows, toSftTokenRows } from '../../src/reconstruct/index.ts'
+import { growingSession, growingSessionInputs } from '../support/records.ts'
+
+const ADMIN = { authorization: 'Bearer test-admin-token', 'content-type': 'application/json' }
+const EDGE = 'https://edge.test'
+const SESSION = { task_id: 'task-long', metadata: { group_id: 'g-long' } }
+
+async function sessionWith(sessionId: string, inputs: Iterable<CompletionInput>): Promise<SessionRpc> {
+  const res = await SELF.fetch(`${EDGE}/v1/sessions`, {
+    method: 'POST',
+    headers: ADMIN,
+    body: JSON.stringify({ session_id: sessionId, ...SESSION }),
+  })
+  expect(res.status).toBe(201)
+  const stub = env.SESSIONS.get(env.SESSIONS.idFromName(sessionId)) as unknown as SessionRpc
+  for (const input of inputs) await stub.record(input)
+  return stub
+}
+
+async function allRecords(stub: SessionRpc): Promise<CompletionRecord[]> {
+  const out: CompletionRecord[] = []
+  for (let after = -1; ; ) {
+    const page = await stub.completions(after, 1000, 16 * 1024 * 1024)
+    if (page.length === 0) return out
+    out.push(...page)
+    after = page.at(-1)!.seq
+  }
+}
+
+function inMemory(sessionId: string, records: CompletionRecord[], builder: 'per_request' | 'prefix_merging') {
+  return reconstructTrajectory(records, { builder, session: { session_id: sessionId, ...SESSION } })
+}
+
+describe('long sessions', () => {
+  // 5 tokens of growth (2 sampled) per turn: 1,000 turns end at a ~5k-token prompt; per_request ≈ 2.7M tokens (≈ 17 MB).
+  for (const builder of ['prefix_merging', 'per_request'] as const) {
+    it(`1,000 turns: linear storage; ${builder} finalize streams to R2 in parts and equals the in-memory builder`, async () => {
+      const sessionId = `long-${builder}`
+      let last: CompletionInput | null = null
+      let outputTokens = 0
+      const stub = await sessionWith(
+        sessionId,
+        (function* () {
+          for (const input of growingSessionInputs(1000)) {
+            last = input
+            outputTokens += input.response_token_ids!.length
+            yield input
+          }
+        })(),
+      )
+      const final = last as unknown as CompletionInput
+      const summary = (await stub.summary())!
+      const floor = 4 * final.prompt_token_ids!.length + 8 * outputTokens
+      expect(summary.storage.token_bytes).toBeLessThanOrEqual(1.2 * floor)
+      expect(summary.storage.text_bytes).toBeLessThanOrEqual(2 * (final.original_text.length + final.request_text.length))
+
+      const records = await allRecords(stub)
+      const expected = JSON.stringify(inMemory(sessionId, records, builder))
+      const outcome = await stub.finalize({ builder })
+      expect(outcome.ok).toBe(true)
+      const { finalization } = outcome
+      const object = await env.BLOBS.get(finalization.trajectory_key)
+      const stored = await object!.text()
+      expect(stored.trim().length).toBe(expected.length)
+      expect(stored.trim() === expected).toBe(true)
+      expect(finalization.trajectory_bytes).toBe(stored.length)
+      // per_request is ~O(turns²) (a 1,000-trace trajectory of MBs): it must have gone up in parts, never as one string.
+      if (builder === 'per_request') expect(finalization.trajectory_parts).toBeGreaterThan(1)
+
+      // GET streams the stored object after finalize; built on the fly for another config.
+      const got = await SELF.fetch(`${EDGE}/v1/sessions/${sessionId}/trajectory?builder=${builder}`, { headers: ADMIN })
+      expect(got.headers.get('x-rollgate-trajectory-key')).toBe(finalization.trajectory_key)
+      expect((await got.text()).trim() === expected).toBe(true)
+    }, 120_000)
+  }
+
+  it('streams every export format with the rows of the in-memory exports', async () => {
+    const sessionId = 'long-exports'
+    const stub = await sessionWith(sessionId, growingSession(40, 500, 60, 20))
+    const records = await allRecords(stub)
+    for (const builder of ['per_request', 'prefix_merging'] as const) {
+      const trajectory = inMemory(sessionId, records, builder)
+      const expected: Record<string, string> = {
+        trajectory: JSON.stringify(trajectory),
+        session_result: JSON.stringify(toSessionResult(trajectory, { session_id: sessionId, task_id: SESSION.task_id })),
+        'nemo-gym': toJsonl(toNemoGymRows(trajectory)),
+        sft: toJsonl(toSftRows(trajectory)),
+        'sft-tokens': toJsonl(toSftTokenRows(trajectory)),
+      }
+      for (const [format, text] of Object.entries(expected)) {
+        const res = await SELF.fetch(`${EDGE}/v1/sessions/${sessionId}/trajectory?builder=${builder}&format=${format}`, { headers: ADMIN })
+        expect(res.status).toBe(200)
+        const body = await res.text()
+        if (format === 'trajectory' || format === 'session_result') expect(JSON.parse(body)).toEqual(JSON.parse(text))
+        else expect(body).toBe(text)
+      }
+    }
+  })
+})
