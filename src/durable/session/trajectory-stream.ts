@@ -15,8 +15,14 @@
 import type { CompletionRecord } from '../../contract/completion-record.ts'
 import type { BuilderName, Trace, Trajectory } from '../../contract/trajectory.ts'
 import { excludedEntry, exclusionReason, traceFromRecord } from '../../reconstruct/extract-trace.ts'
-import { perRequestConfigSchema } from '../../reconstruct/config.ts'
-import { reconstructTrajectory, toNemoGymRows, toSftRows, toSftTokenRows, UNKNOWN_TASK_ID } from '../../reconstruct/index.ts'
+import {
+  checkBuilderConfig,
+  reconstructTrajectory,
+  toNemoGymRows,
+  toSftRows,
+  toSftTokenRows,
+  UNKNOWN_TASK_ID,
+} from '../../reconstruct/index.ts'
 import { type SessionInfo, trajectoryMetadata } from '../../reconstruct/trajectory-metadata.ts'
 import type { CompletionLog } from './completion-log.ts'
 
@@ -90,7 +96,7 @@ export async function* trajectoryChunks(
 
 /** per_request without holding the session: metadata from the headers, traces from the log one by one. */
 function perRequestShell(log: CompletionLog, request: StreamRequest, session: SessionInfo): Shell {
-  perRequestConfigSchema.parse(request.config ?? {})
+  const { warnings } = checkBuilderConfig('per_request', request.config)
   const headers = log.headers() as unknown as CompletionRecord[]
   let trainable = 0
   const excluded = []
@@ -99,7 +105,12 @@ function perRequestShell(log: CompletionLog, request: StreamRequest, session: Se
     if (reason === null) trainable++
     else excluded.push(excludedEntry(header, reason))
   }
-  const metadata = { ...trajectoryMetadata('per_request', headers, session, trainable), excluded_completions: excluded }
+  const metadata: Record<string, unknown> = {
+    ...trajectoryMetadata('per_request', headers, session, trainable),
+    excluded_completions: excluded,
+  }
+  // As `reconstructTrajectory` reports them (same key, same place).
+  if (warnings.length > 0) metadata.builder_warnings = warnings
   const empty = trainable === 0
   return {
     status: empty ? 'ERROR' : 'COMPLETED',
