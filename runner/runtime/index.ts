@@ -5,6 +5,7 @@
  * and builds it with the runner-wide options of that backend.
  */
 import { type RuntimeBackend, type RuntimeSpec, runtimeBackendSchema, runtimeSpecSchema } from '../../src/contract/rollout.ts'
+import { DockerRuntime, type DockerRuntimeOptions } from './docker/docker-runtime.ts'
 import { LocalRuntime, type LocalRuntimeOptions } from './local/local-runtime.ts'
 import type { Runtime, RuntimeContext } from './runtime.ts'
 
@@ -16,6 +17,7 @@ export interface RuntimeOptions {
   /** Image of tasks that name no runtime when the default backend needs one (docker, apptainer). */
   defaultImage?: string | null
   local?: LocalRuntimeOptions
+  docker?: DockerRuntimeOptions
 }
 
 export const RUNTIME_BACKENDS = runtimeBackendSchema.options
@@ -49,6 +51,8 @@ export function createRuntime(spec: RuntimeSpec | null, context: RuntimeContext,
   switch (resolved.backend) {
     case 'local':
       return new LocalRuntime(resolved, context, options.local)
+    case 'docker':
+      return new DockerRuntime(resolved, context, options.docker)
     default:
       throw new Error(`the ${resolved.backend} runtime backend is not available in this runner yet`)
   }

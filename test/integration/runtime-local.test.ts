@@ -235,7 +235,10 @@ describe('local runtime: limits and lifecycle', () => {
       env: { EDGE: runtime.edgeUrlInside },
       signal: controller.signal,
     })
-    await edge.waitFor(`/started-${marker}`)
+    await Promise.race([
+      edge.waitFor(`/started-${marker}`),
+      running.then((result) => Promise.reject(new Error(`exec ended early: ${JSON.stringify(result)}`))),
+    ])
     expect(processesWith(marker).length).toBeGreaterThanOrEqual(2)
     controller.abort()
     const result = await running

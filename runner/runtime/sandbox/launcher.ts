@@ -8,8 +8,9 @@
  *   and relay every connection to the unix socket S (the runner's end of the edge relay), then run
  *   `bash -lc <command>` (`sh -lc` when the image has no bash) in its own process group, forward its exit
  *   status and, on SIGTERM/SIGINT/SIGHUP, kill the whole group. The port is up before the command starts.
- * - `serve --port P --socket S`: only the relay, until killed (a container's main process).
- * - `idle`: wait until killed (a container's main process when nothing is relayed).
+ * - `serve --port P --socket S [--ready F]`: only the relay, until killed (a container's main process);
+ *   writes F once listening.
+ * - `idle [--ready F]`: wait until killed (a container's main process when nothing is relayed).
  * - `kill <pidfile>`: SIGKILL the process group recorded in a pidfile (cancel of a `docker exec`).
  */
 import { spawn } from 'node:child_process'
@@ -84,14 +85,13 @@ function signalNumber(signal: NodeJS.Signals | null): number {
 async function main(argv: string[]): Promise<void> {
   const [mode, ...args] = argv
   if (mode === 'run') return run(args)
-  if (mode === 'serve') {
+  if (mode === 'serve' || mode === 'idle') {
     const { flags } = parseFlags(args)
-    await relay(Number(flags.get('port')), String(flags.get('socket')))
-    return
-  }
-  if (mode === 'idle') {
-    setInterval(() => {}, 1 << 30)
+    if (mode === 'serve') await relay(Number(flags.get('port')), String(flags.get('socket')))
+    else setInterval(() => {}, 1 << 30)
     for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => process.exit(0))
+    const ready = flags.get('ready')
+    if (ready) writeFileSync(ready, String(process.pid))
     return
   }
   if (mode === 'kill') {
