@@ -3,12 +3,13 @@
  * The edge's hono app: health, control plane, harness proxy; one error handler rendering every failure
  * in the caller's own wire format.
  */
-import { Hono } from 'hono'
+import { type Context, Hono } from 'hono'
 import { RequestValidationError } from '../normalize/adapter.ts'
 import { detectAdapter } from '../normalize/registry.ts'
 import { openaiChat } from '../normalize/providers/openai-chat/index.ts'
 import type { NormalizedError } from '../normalize/types.ts'
-import { GatewayError } from './errors.ts'
+import { GatewayError, unmatchedRoute } from './errors.ts'
+import { allowedMethods } from './route-table.ts'
 import { adminSessions } from './routes/admin-sessions.ts'
 import { dashboard } from './routes/dashboard.ts'
 import { inferenceAdmin } from './routes/inference-admin.ts'
@@ -41,17 +42,17 @@ function normalizedError(error: unknown): NormalizedError {
   return { status: 500, kind: 'internal', message: 'internal gateway error' }
 }
 
-app.onError((error, c) => {
+/** Render an edge failure in the caller's own wire shape (the adapter its path or headers name; else OpenAI's). */
+function errorResponse(c: Context<{ Bindings: Env }>, error: unknown): Response {
   const adapter = detectAdapter(new URL(c.req.url), c.req.raw.headers) ?? openaiChat
   const { status, body } = adapter.buildError(normalizedError(error))
-  return c.json(body, status as 400, { 'x-rollgate-error-source': 'edge' })
-})
+  const headers = error instanceof GatewayError ? error.headers : {}
+  return c.json(body, status as 400, { ...headers, 'x-rollgate-error-source': 'edge' })
+}
+
+app.onError((error, c) => errorResponse(c, error))
 
 app.notFound((c) => {
-  const { status, body } = openaiChat.buildError({
-    status: 404,
-    kind: 'not_found',
-    message: `no route for ${c.req.method} ${new URL(c.req.url).pathname}`,
-  })
-  return c.json(body, status as 404)
+  const { pathname } = new URL(c.req.url)
+  return errorResponse(c, unmatchedRoute(c.req.method, pathname, allowedMethods(pathname)))
 })

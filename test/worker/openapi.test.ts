@@ -13,7 +13,7 @@ const EDGE = 'https://edge.test'
 /** Base-URL prefixes under which the session routes are served again (documented once). */
 const PREFIXES = [/^\/s\/:token\/a\/:agent(?=\/)/, /^\/s\/:token(?=\/)/, /^\/t\/:token(?=\/)/]
 /** Catch-all routes (the proxy dispatches on the path): covered by the documented model-API operations. */
-const CATCH_ALL = new Set(['POST /*', 'POST /:version/models/:target', 'GET /dashboard/*'])
+const CATCH_ALL = new Set(['POST /*', 'POST /:version/models/*', 'GET /:version/models/*', 'GET /dashboard/*'])
 
 function mountedRoutes(): Set<string> {
   const routes = new Set<string>()

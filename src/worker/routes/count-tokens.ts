@@ -38,7 +38,8 @@ export function createCountTokensRoutes(deps: CountTokensDeps = {}): Hono<AppEnv
     })
   }
   routes.post('/v1/messages/count_tokens', handle)
-  routes.post('/:version/models/:target', handle)
+  // The model may contain `/` (`Qwen/Qwen3-8B`), so the rest of the path is matched, and the adapter decides.
+  routes.post('/:version/models/*', handle)
   return routes
 }
 

@@ -8,6 +8,7 @@
 import { type Context, Hono, type Next } from 'hono'
 import { buildAnthropicModelList, wantsAnthropicModelList } from '../../normalize/providers/anthropic/anthropic-models.ts'
 import { buildGoogleModelList, googleModel } from '../../normalize/providers/google/google-models.ts'
+import { isGoogleClient } from '../../normalize/providers/google/index.ts'
 import { edgeConfig } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import { authenticateSession } from '../pipeline/session-access.ts'
@@ -41,16 +42,23 @@ export function createModelRoutes(deps: ModelRoutesDeps = {}): Hono<AppEnv> {
   }
 
   routes.get('/v1/models', async (c: Context<AppEnv>, next: Next) => {
-    if (!wantsAnthropicModelList(c.req.raw.headers)) return next()
-    return c.json(buildAnthropicModelList(await served(c)))
+    if (wantsAnthropicModelList(c.req.raw.headers)) return c.json(buildAnthropicModelList(await served(c)))
+    // `@google/genai` lists models at /v1/models with its key: answer in Google's shape, not OpenAI's.
+    if (isGoogleClient(new URL(c.req.url), c.req.raw.headers)) return c.json(buildGoogleModelList(await served(c)))
+    return next()
   })
   routes.get('/:version{v1beta|v1alpha}/models', async (c) => c.json(buildGoogleModelList(await served(c))))
-  routes.get('/:version{v1beta|v1alpha}/models/:model', async (c) => {
-    const id = c.req.param('model')
+  // A served id may contain `/` (`models/Qwen/Qwen3-8B`): the model is the rest of the path.
+  const getModel = async (c: Context<AppEnv>, next: Next) => {
+    const url = new URL(c.req.url)
+    const match = /\/models\/([^:]+?)\/?$/.exec(url.pathname)
+    if (!match?.[1] || (!/\/v1(beta|alpha)\//.test(url.pathname) && !isGoogleClient(url, c.req.raw.headers))) return next()
+    const id = decodeURIComponent(match[1])
     const model = (await served(c)).find((entry) => entry.id === id)
     if (!model) throw new GatewayError(404, 'not_found', `models/${id} is not found`)
     return c.json(googleModel(model))
-  })
+  }
+  routes.get('/:version{v1beta|v1alpha|v1}/models/*', getModel)
   return routes
 }
 

@@ -6,7 +6,8 @@
 import { Hono } from 'hono'
 import { detectAdapter } from '../../normalize/registry.ts'
 import { edgeConfig } from '../config.ts'
-import { GatewayError } from '../errors.ts'
+import { GatewayError, unmatchedRoute } from '../errors.ts'
+import { allowedMethods } from '../route-table.ts'
 import { handleProxyRequest } from '../pipeline/handle-proxy-request.ts'
 import { authenticateSession } from '../pipeline/session-access.ts'
 import { countTokens } from './count-tokens.ts'
@@ -50,7 +51,7 @@ proxy.get('/v1/responses', () => {
 proxy.post('*', async (c) => {
   const url = new URL(c.req.url)
   const adapter = detectAdapter(url, c.req.raw.headers)
-  if (!adapter) throw new GatewayError(404, 'not_found', `no model API at ${c.req.method} ${url.pathname}`)
+  if (!adapter) throw unmatchedRoute(c.req.method, url.pathname, allowedMethods(url.pathname))
   return handleProxyRequest(
     {
       env: c.env,

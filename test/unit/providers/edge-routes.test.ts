@@ -268,3 +268,62 @@ describe('the proxy pipeline with the new adapters', () => {
     expect(engineCalls).toEqual([])
   })
 })
+
+describe('Gemini paths with a served model id that contains "/"', () => {
+  const slashed = 'Qwen/Qwen3-8B'
+  const withServed = async <T>(run: () => Promise<T>): Promise<T> => {
+    const before = sessionConfig.upstream.served_model
+    sessionConfig.upstream.served_model = slashed
+    try {
+      return await run()
+    } finally {
+      sessionConfig.upstream.served_model = before
+    }
+  }
+  const contents = { contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }
+
+  it('generates, streams and counts at models/Qwen/Qwen3-8B (raw slash and %2F), on v1beta and v1', async () => {
+    for (const model of [slashed, encodeURIComponent(slashed)]) {
+      for (const version of ['v1beta', 'v1']) {
+        const generated = await call(`/${version}/models/${model}:generateContent`, post(contents, { 'x-goog-api-key': token }))
+        expect(generated.response.status, `${version} ${model}`).toBe(200)
+        expect(generated.json()).toMatchObject({ modelVersion: slashed })
+      }
+    }
+    const streamed = await call(`/v1beta/models/${slashed}:streamGenerateContent?alt=sse`, post(contents, { 'x-goog-api-key': token }))
+    expect(streamed.response.headers.get('content-type')).toContain('text/event-stream')
+    const counted = await call(`/v1beta/models/${slashed}:countTokens?key=${token}`, post(contents, {}))
+    expect(counted.json()).toEqual({ totalTokens: 17 })
+    expect(recorded.map((input) => input.model_requested)).toEqual([slashed, slashed, slashed, slashed, slashed])
+  })
+
+  it('gets the model by its listed name, and lists in Google shape for a Google client at /v1/models', async () => {
+    await withServed(async () => {
+      const list = await call('/v1beta/models', { headers: { 'x-goog-api-key': token } })
+      const name = (list.json() as { models: { name: string }[] }).models[0]?.name
+      expect(name).toBe(`models/${slashed}`)
+      for (const path of [`/v1beta/${name}`, `/v1beta/models/${encodeURIComponent(slashed)}`, `/v1/${name}?key=${token}`]) {
+        const one = await call(path, { headers: path.includes('key=') ? {} : { 'x-goog-api-key': token } })
+        expect(one.response.status, path).toBe(200)
+        expect(one.json()).toMatchObject({ name: `models/${slashed}` })
+      }
+      for (const headers of [{ 'x-goog-api-key': token }]) {
+        const v1 = await call('/v1/models', { headers })
+        expect(v1.json()).toMatchObject({ models: [{ name: `models/${slashed}` }] })
+      }
+      const viaKey = await call(`/v1/models?key=${token}`, {})
+      expect(viaKey.json()).toMatchObject({ models: [{ name: `models/${slashed}` }] })
+      const openai = await call('/v1/models', { headers: { authorization: `Bearer ${token}` } })
+      expect(openai.json()).toMatchObject({ object: 'list', data: [{ id: slashed }] })
+    })
+  })
+
+  it('answers an unknown Gemini method with a 404 in Google shape', async () => {
+    const unknown = await call(`/v1beta/models/${slashed}:embedContent`, post(contents, { 'x-goog-api-key': token }))
+    expect(unknown.response.status).toBe(404)
+    expect(unknown.json()).toMatchObject({
+      error: { code: 404, status: 'NOT_FOUND', message: expect.stringContaining('method embedContent') },
+    })
+    expect(engineCalls.filter((entry) => entry.url.endsWith('/chat/completions'))).toEqual([])
+  })
+})

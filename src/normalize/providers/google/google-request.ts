@@ -32,7 +32,9 @@ import {
 } from './google-wire.ts'
 import { tokenizeRequestFor, Warnings } from '../../warnings.ts'
 
-const GOOGLE_PATH = /\/models\/([^/:]+):(generateContent|streamGenerateContent|countTokens)\/?$/
+/** `…/models/{model}:{method}`; the model may contain `/` (raw or `%2F`). */
+const GOOGLE_PATH = /\/models\/([^:]+):([A-Za-z]+)\/?$/
+const METHODS = ['generateContent', 'streamGenerateContent', 'countTokens']
 
 /** Adapter-private data carried from the request to the answer (`ParsedRequest.responseOptions`). */
 export interface GoogleReplyOptions {
@@ -45,7 +47,7 @@ type ToolCall = { id: string; type: 'function'; function: { name: string; argume
 
 export function googleTarget(url: URL): { model: string; action: string } | null {
   const match = GOOGLE_PATH.exec(url.pathname)
-  if (!match?.[1] || !match[2]) return null
+  if (!match?.[1] || !match[2] || !METHODS.includes(match[2])) return null
   return { model: decodeURIComponent(match[1]), action: match[2] }
 }
 
@@ -57,7 +59,12 @@ export function googleReplyOptions(value: Record<string, unknown> | undefined): 
 export function parseGoogleRequest(body: unknown, url: URL): ParsedRequest {
   const target = googleTarget(url)
   if (!target || target.action === 'countTokens') {
-    throw new RequestValidationError(`no generateContent method at ${url.pathname}`, null, 404)
+    const method = /:([A-Za-z]+)\/?$/.exec(url.pathname)?.[1]
+    throw new RequestValidationError(
+      `method ${method ?? '(none)'} is not supported at ${url.pathname}: use generateContent, streamGenerateContent?alt=sse or countTokens`,
+      null,
+      404,
+    )
   }
   const stream = target.action === 'streamGenerateContent'
   if (stream && url.searchParams.get('alt') !== 'sse') {

@@ -9,16 +9,26 @@ import { parseGoogleCountTokensRequest, parseGoogleRequest } from './google-requ
 import { buildGoogleResponse } from './google-response.ts'
 import { createGoogleStreamEncoder } from './google-stream.ts'
 
-const GENERATE_PATH = /\/models\/[^/:]+:(generateContent|streamGenerateContent|countTokens)\/?$/
-const COUNT_TOKENS_PATH = /\/models\/[^/:]+:countTokens\/?$/
+/**
+ * Any Gemini method path, `…/models/{model}:{method}`: the model may contain `/` (served ids such as
+ * `Qwen/Qwen3-8B`, listed as `models/Qwen/Qwen3-8B`), raw or as `%2F`. Unknown methods are this adapter's
+ * too, so their 404 is in Google's shape.
+ */
+const METHOD_PATH = /\/models\/[^:]+:[A-Za-z]+\/?$/
+const COUNT_TOKENS_PATH = /\/models\/[^:]+:countTokens\/?$/
 /** The model list and model get, so their failures render in Google's shape. */
-const MODELS_PATH = /\/v1(beta|alpha)?\/models(\/[^/:]+)?\/?$/
+const MODELS_PATH = /\/v1(beta|alpha)?\/models(\/[^:]+)?\/?$/
+
+/** A Google client: its key rides in `x-goog-api-key` or `?key=` (Google REST). */
+export function isGoogleClient(url: URL, headers: Headers): boolean {
+  return headers.has('x-goog-api-key') || url.searchParams.has('key')
+}
 
 export const google: ProviderAdapter = {
   id: 'google',
   matches: (url, headers) =>
-    GENERATE_PATH.test(url.pathname) ||
-    (MODELS_PATH.test(url.pathname) && (url.pathname.includes('/v1beta/') || headers.has('x-goog-api-key'))),
+    METHOD_PATH.test(url.pathname) ||
+    (MODELS_PATH.test(url.pathname) && (/\/v1(beta|alpha)\//.test(url.pathname) || isGoogleClient(url, headers))),
   parseRequest: parseGoogleRequest,
   buildResponse: buildGoogleResponse,
   createStreamEncoder: createGoogleStreamEncoder,
