@@ -204,6 +204,12 @@ export const taskRequestSchema = z
     agent_timeout_seconds: z.number().positive().nullable().default(null),
     /** Rollgate: inference route for the task's sessions. */
     upstream: taskUpstreamSchema.nullable().default(null),
+    /**
+     * Rollgate: `mask_noncompleted` applies Polar's training filter to non-COMPLETED sessions (reward 0,
+     * loss mask zeroed; an agent-budget timeout during exec stays trainable as a zero-reward negative);
+     * `none` (default) leaves the traces as built.
+     */
+    training_filter: z.enum(['none', 'mask_noncompleted']).default('none'),
   })
   .superRefine((task, ctx) => {
     if (task.early_stop_min_usable_sessions !== null && task.early_stop_min_usable_sessions > task.num_samples) {

@@ -113,3 +113,4 @@ export {
   polarCompletionRecordSchema,
   toPolarCompletionRecord,
 } from './exports/polar-records.ts'
+export { applyTrainingFilter, TRAINING_FILTERS, type TrainingFilter } from './training-filter.ts'

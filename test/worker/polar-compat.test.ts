@@ -7,7 +7,7 @@ import type { Trajectory } from '../../src/contract/trajectory.ts'
 import type { SessionRpc } from '../../src/durable/session/session-object.ts'
 import { fromPolarCompletionRecords, reconstructTrajectory } from '../../src/reconstruct/index.ts'
 import { completionInput, growingSession } from '../support/records.ts'
-import { cancelTask, eventually, submit, TestRunner, taskBody, taskStatus } from './rollout-support.ts'
+import { cancelTask, engineAnswer, eventually, submit, TestRunner, taskBody, taskStatus } from './rollout-support.ts'
 
 const ADMIN = { authorization: 'Bearer test-admin-token', 'content-type': 'application/json' }
 const EDGE = 'https://edge.test'
@@ -178,6 +178,46 @@ describe('runner-side evaluators', () => {
       error: expect.stringContaining('did not run'),
     })
     expect(status.status).toBe('completed')
+    runner.close()
+  })
+})
+
+describe('training_filter: mask_noncompleted (Polar masks non-COMPLETED sessions)', () => {
+  it('a failed session’s traces come back with reward 0 and a zero loss mask; the default leaves them', async () => {
+    const runner = await TestRunner.start('polar-mask-r1')
+    runner.serveTunnel((call) => ({ status: 200, body: engineAnswer([1000 + (call.body.length % 7), 1001, 1002], [11, 12, 151645], 'ok') }))
+    const run = async (taskId: string, filter: string | null) => {
+      const body = taskBody(taskId, { builder: { strategy: 'per_request' }, evaluator: { strategy: 'session_completed' } })
+      expect((await submit(filter === null ? body : { ...body, training_filter: filter })).status).toBe(200)
+      const { session_id: sessionId, token } = await runner.takeAssignment(taskId)
+      await eventually(async () => {
+        const res = await SELF.fetch(`${EDGE}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+        })
+        expect(res.status).toBe(200)
+      })
+      runner.send({ type: 'session.finished', session_id: sessionId, agent_result: { status: 'failed', return_code: 2, error: 'exit 2' } })
+      const status = await eventually(async () => {
+        const current = await taskStatus(taskId)
+        expect(current.results).toHaveLength(1)
+        return current
+      })
+      return status.results[0]!
+    }
+    const masked = await run('mask-on', 'mask_noncompleted')
+    expect(masked.status).toBe('ERROR')
+    expect(masked.trajectory.traces).toHaveLength(1)
+    expect(masked.trajectory.traces[0]).toMatchObject({
+      reward: 0,
+      loss_mask: [0, 0, 0],
+      metadata: { training_filter: { masked: true, reason: 'non_completed' } },
+    })
+    expect(masked.trajectory.metadata.training_filter).toEqual({ rule: 'mask_noncompleted', masked_traces: 1, trainable_traces: 0 })
+    const plain = await run('mask-off', null)
+    expect(plain.trajectory.traces[0]).toMatchObject({ reward: 0, loss_mask: [1, 1, 1] })
+    expect(plain.trajectory.metadata).not.toHaveProperty('training_filter')
     runner.close()
   })
 })

@@ -52,6 +52,8 @@ export interface LifecycleSpec {
   /** `TaskRequest.metadata` (becomes `SessionResult.metadata`). */
   metadata: Record<string, unknown>
   route: 'auto' | 'runner' | 'direct'
+  /** Polar's training filter for non-COMPLETED sessions (absent in states stored before it existed: `none`). */
+  training_filter?: 'none' | 'mask_noncompleted'
 }
 
 export interface RunnerUpstream {

@@ -16,6 +16,7 @@ import type { RolloutEvent } from '../../contract/rollout.ts'
 import type { AgentResult, RunnerSessionStatus } from '../../contract/runner-protocol.ts'
 import type { EvalResult, SessionResult, Trajectory } from '../../contract/trajectory.ts'
 import { exceedsJsonDepth, MAX_JSON_DEPTH } from '../../normalize/json-depth.ts'
+import { applyTrainingFilter } from '../../reconstruct/index.ts'
 import type { CompletionLog, RecordResult } from './completion-log.ts'
 import type { CompletionInput, SessionConfig } from './record.ts'
 import { type GateView, type PolicyVersion, SessionGate } from './session-gate.ts'
@@ -356,7 +357,7 @@ export class SessionRollout {
     // Reading the log may fail for a moment (storage): that propagates and is retried.
     const records = state.build ? await this.#deps.log().all() : []
     try {
-      const trajectory = evaluate(buildRunTrajectory(sessionId, records, state), state)
+      const trajectory = applyTrainingFilter(evaluate(buildRunTrajectory(sessionId, records, state), state), state.spec.training_filter)
       const result = sessionResult(sessionId, trajectory, state, this.#lifecycle.timing())
       if (exceedsJsonDepth(result, MAX_RESULT_DEPTH)) throw new Error(`it nests deeper than ${MAX_RESULT_DEPTH} levels`)
       return { trajectory, result }

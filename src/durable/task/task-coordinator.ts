@@ -263,6 +263,7 @@ export class TaskCoordinator {
         evaluator: request.evaluator,
         metadata: request.metadata,
         route,
+        training_filter: request.training_filter ?? 'none',
       }
       await this.#deps.session(session_id).register(config, spec)
       await this.#deps.hub().enqueue({
