@@ -1,137 +1,219 @@
 /**
  * @module
- * `npm run demo`: the main job on embedded defaults. Starts the stand-in engine (real Qwen3 tokenizer and
- * template, scripted policy) and the edge (`wrangler dev`, real workerd + Durable Object + R2), opens a
- * capture session, runs a small tool-using agent loop through the official `openai` SDK (it really
- * writes the file the model asks for, in a temp dir), then prints what was captured and the trajectory.
+ * `npm run demo`: a real rollout on one machine. Starts the stand-in engine (real Qwen3 tokenizer and chat
+ * template, the `solver` policy that fixes the `fix-stats` task through a harness's own tools), the edge
+ * (`wrangler dev`, local persistence in `.state/demo`), and a local `rollgate runner` (bubblewrap sandbox,
+ * inference tunnelled edge → runner → engine); submits `tasks/fix-stats` with N samples on the default harness
+ * (`--harness`, `--samples`); shows sessions per stage live; prints a summary table (status, reward, model
+ * calls, traces per builder, merged-turn ratio, compression vs per_request); writes slime / NeMo Gym / SFT
+ * JSONL exports to `./out/`; shuts everything down, also on Ctrl-C.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import OpenAI from 'openai'
+import { join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { parseArgs } from 'node:util'
+import { EdgeClient } from '../cli/lib/edge-client.ts'
+import { watchTask } from '../cli/lib/task-watch.ts'
 import { startEngine } from '../engine/server.ts'
-import { startEdge } from './lib/processes.ts'
+import { DEFAULT_HARNESS, getHarness } from '../runner/harness/index.ts'
+import { ensureHarnessInstalled } from '../runner/harness/install.ts'
+import type { SessionResult, Trajectory } from '../src/contract/trajectory.ts'
+import { toJsonl, toNemoGymRows, toSftRows, toSlimeSamples } from '../src/reconstruct/index.ts'
+import { loadTaskFile } from '../tasks/load.ts'
+import { REPO_ROOT, startEdge } from './lib/processes.ts'
 
-const ADMIN_TOKEN = 'demo-admin-token'
-const INSTRUCTION = 'create hello.txt containing hi'
-const MAX_TURNS = 6
-
-const TOOLS: OpenAI.Chat.Completions.ChatCompletionTool[] = [
-  {
-    type: 'function',
-    function: {
-      name: 'write_file',
-      description: 'Write a file in the working directory.',
-      parameters: {
-        type: 'object',
-        properties: { file_path: { type: 'string' }, content: { type: 'string' } },
-        required: ['file_path', 'content'],
-      },
-    },
+const { values } = parseArgs({
+  options: {
+    harness: { type: 'string', default: DEFAULT_HARNESS },
+    samples: { type: 'string', default: '4' },
+    out: { type: 'string', default: 'out' },
+    seed: { type: 'string', default: '17' },
+    'persist-to': { type: 'string', default: '.state/demo' },
+    'max-run': { type: 'string', default: '2' },
+    'timeout-seconds': { type: 'string', default: '900' },
+    verbose: { type: 'boolean', default: false },
   },
-]
-
-const workdir = mkdtempSync(join(tmpdir(), 'rollgate-demo-work-'))
-const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-demo-state-'))
-const engine = await startEngine({ seed: 17 })
-console.log(`engine  ${engine.url}  (stand-in vLLM: Qwen3 tokenizer + chat template, scripted policy)`)
-const edge = await startEdge({
-  persistTo,
-  vars: { ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, ROLLGATE_SIGNING_KEY: 'demo-signing-key', ROLLGATE_UPSTREAM_URL: engine.url },
 })
-console.log(`edge    ${edge.url}  (wrangler dev: workerd, SessionObject DO with SQLite, R2)`)
 
-const admin = (path: string, init: RequestInit = {}) =>
-  fetch(`${edge.url}${path}`, { ...init, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' } })
+const CLI = fileURLToPath(new URL('../cli/rollgate.ts', import.meta.url))
+const TASK_FILE = join(REPO_ROOT, 'tasks/fix-stats/task.json')
+const samples = Number(values.samples)
+const outDir = resolve(values.out ?? 'out')
+const adminToken = `demo-admin-${randomBytes(6).toString('hex')}`
+const runnerToken = `demo-runner-${randomBytes(6).toString('hex')}`
+const runnerId = 'demo-runner'
+const started = Date.now()
+const say = (line: string) => process.stdout.write(`${line}\n`)
 
-let exitCode = 0
+let runner: ChildProcess | null = null
+let stopping: Promise<void> | null = null
+const cleanups: (() => Promise<void>)[] = []
+
+/** Stop everything that was started (runner first, so its sessions end before the edge does). Idempotent. */
+function shutdown(): Promise<void> {
+  stopping ??= (async () => {
+    if (runner && runner.exitCode === null && runner.signalCode === null) {
+      const child = runner
+      const exited = new Promise<void>((done) => child.once('exit', () => done()))
+      child.kill('SIGTERM') // drain
+      const hard = setTimeout(() => child.kill('SIGTERM'), 5_000) // second signal: cancel
+      const kill = setTimeout(() => child.kill('SIGKILL'), 15_000)
+      await exited
+      clearTimeout(hard)
+      clearTimeout(kill)
+    }
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
+  })()
+  return stopping
+}
+
+let interrupted = false
+const onSignal = () => {
+  if (interrupted) process.exit(130)
+  interrupted = true
+  process.stderr.write('\ninterrupted: stopping the runner, the edge and the engine…\n')
+  void shutdown().then(() => process.exit(130))
+}
+process.on('SIGINT', onSignal)
+process.on('SIGTERM', onSignal)
+
+function pad(text: string, width: number): string {
+  return text.length >= width ? text : text + ' '.repeat(width - text.length)
+}
+
+async function main(): Promise<number> {
+  const harness = getHarness(values.harness ?? DEFAULT_HARNESS)
+  if (!Number.isInteger(samples) || samples < 1 || samples > 32) throw new Error('--samples must be 1–32')
+  if (harness.pkg) {
+    const cli = await ensureHarnessInstalled(harness.pkg)
+    say(`harness ${harness.name} ${harness.pkg.version}  (${cli.source}: ${cli.bin})`)
+  }
+
+  const engine = await startEngine({ seed: Number(values.seed), policy: 'solver', maxModelLen: 262_144 })
+  cleanups.push(() => engine.close())
+  say(`engine  ${engine.url}  (stand-in vLLM: Qwen3 tokenizer + chat template, solver policy)`)
+
+  const persistTo = resolve(values['persist-to'] ?? '.state/demo')
+  mkdirSync(persistTo, { recursive: true })
+  const edge = await startEdge({
+    persistTo,
+    verbose: values.verbose,
+    vars: {
+      ROLLGATE_ADMIN_TOKEN: adminToken,
+      ROLLGATE_SIGNING_KEY: randomBytes(16).toString('hex'),
+      ROLLGATE_RUNNER_TOKEN: runnerToken,
+      ROLLGATE_UPSTREAM_URL: engine.url,
+      ROLLGATE_RUNNER_HEARTBEAT_MS: '2000',
+    },
+  })
+  cleanups.push(() => edge.stop())
+  say(`edge    ${edge.url}  (wrangler dev: workerd, Durable Objects with SQLite, R2 in ${persistTo})`)
+
+  const stateDir = mkdtempSync(join(tmpdir(), 'rollgate-demo-runner-'))
+  cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }))
+  const maxRun = values['max-run'] ?? '2'
+  runner = spawn(
+    process.execPath,
+    [
+      CLI,
+      'runner',
+      ...['--edge', edge.url, '--token', runnerToken, '--upstream', engine.url, '--runtime', 'local'],
+      ...['--max-init', maxRun, '--max-run', maxRun, '--max-postrun', maxRun, '--ready-buffer', maxRun],
+      ...['--state-dir', stateDir, '--runner-id', runnerId, '--json-logs'],
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  )
+  let runnerLog = ''
+  runner.stderr?.on('data', (chunk: Buffer) => {
+    runnerLog = (runnerLog + chunk.toString()).slice(-200_000)
+    if (values.verbose) process.stderr.write(chunk)
+  })
+  cleanups.push(async () => {
+    mkdirSync(outDir, { recursive: true })
+    writeFileSync(join(outDir, 'runner.log'), runnerLog)
+  })
+
+  const client = new EdgeClient({ edge: edge.url, adminToken })
+  const deadline = Date.now() + 60_000
+  for (;;) {
+    const overview = await client.rolloutStatus()
+    if (overview.nodes.nodes.some((node) => node.node_id === runnerId && node.healthy)) break
+    if (runner.exitCode !== null) throw new Error(`the runner exited (${runner.exitCode}):\n${runnerLog.slice(-3000)}`)
+    if (Date.now() > deadline) throw new Error(`the runner did not register within 60 s:\n${runnerLog.slice(-3000)}`)
+    await new Promise((done) => setTimeout(done, 200))
+  }
+  say(`runner  ${runnerId}  (local bubblewrap runtime, model calls tunnelled edge → runner → engine)`)
+
+  const task = loadTaskFile(TASK_FILE)
+  const taskId = `demo-fix-stats-${new Date()
+    .toISOString()
+    .replace(/[-:T.Z]/g, '')
+    .slice(0, 14)}`
+  await client.submitTask({
+    ...task,
+    task_id: taskId,
+    num_samples: samples,
+    agent: { ...task.agent, harness: harness.name },
+    upstream: { route: 'runner' },
+    metadata: { ...task.metadata, group_id: taskId },
+  })
+  say(`task    ${taskId}: ${samples} × ${harness.name} on fix-stats (a failing pytest in a small Python package)\n`)
+  const status = await watchTask(client, taskId, { timeoutMs: Number(values['timeout-seconds']) * 1000 })
+
+  // Summary: per session, from the task's results (prefix_merging, the task's builder) and per_request rebuilt.
+  const results = status.results as SessionResult[]
+  const rows: string[][] = [['session', 'status', 'reward', 'calls', 'per_request', 'prefix_merging', 'merged', 'compression']]
+  const slime: string[] = []
+  const nemo: string[] = []
+  const sft: string[] = []
+  for (const [index, result] of results.entries()) {
+    const perRequest = (await client.json<Trajectory>(
+      'GET',
+      `/v1/sessions/${result.session_id}/trajectory?builder=per_request`,
+    )) as Trajectory
+    const merged = result.trajectory
+    const stats = merged.metadata.reconstruction_stats as { merged_turn_ratio?: number; completions_total?: number } | undefined
+    const calls = perRequest.traces.length
+    const reward = merged.traces[0]?.reward ?? null
+    rows.push([
+      result.session_id.slice(0, 16),
+      result.status,
+      reward === null ? '—' : String(reward),
+      String(calls),
+      String(perRequest.traces.length),
+      String(merged.traces.length),
+      stats?.merged_turn_ratio === undefined ? '—' : `${Math.round(stats.merged_turn_ratio * 100)} %`,
+      merged.traces.length === 0 ? '—' : `${(perRequest.traces.length / merged.traces.length).toFixed(1)}×`,
+    ])
+    slime.push(toJsonl(toSlimeSamples(result, { group_index: 0, trajectory_index: index })))
+    nemo.push(toJsonl(toNemoGymRows(merged)))
+    sft.push(toJsonl(toSftRows(merged)))
+  }
+  const widths = rows[0]?.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? '').length))) ?? []
+  say('')
+  for (const row of rows) say(row.map((cell, column) => pad(cell, widths[column] ?? 0)).join('  '))
+  mkdirSync(outDir, { recursive: true })
+  writeFileSync(join(outDir, 'slime.jsonl'), slime.join(''))
+  writeFileSync(join(outDir, 'nemo-gym.jsonl'), nemo.join(''))
+  writeFileSync(join(outDir, 'sft.jsonl'), sft.join(''))
+  const solved = results.filter((result) => result.status === 'COMPLETED' && result.trajectory.traces[0]?.reward === 1).length
+  say(
+    `\n${solved}/${results.length} solved · task ${status.status} · ${((Date.now() - started) / 1000).toFixed(0)} s` +
+      `\ntrajectories in local R2 (${persistTo}): rollout/task_${taskId}/` +
+      `\nexports: ${join(values.out ?? 'out', 'slime.jsonl')}, ${join(values.out ?? 'out', 'nemo-gym.jsonl')}, ${join(values.out ?? 'out', 'sft.jsonl')} (runner log: ${join(values.out ?? 'out', 'runner.log')})`,
+  )
+  return status.status === 'completed' ? 0 : 1
+}
+
+let code = 1
 try {
-  const session = (await (
-    await admin('/v1/sessions', { method: 'POST', body: JSON.stringify({ task_id: 'demo-hello', metadata: { group_id: 'demo' } }) })
-  ).json()) as {
-    session_id: string
-    token: string
-    base_urls: { openai: string }
-  }
-  console.log(`session ${session.session_id}  (token = API key for the harness)\n`)
-  const client = new OpenAI({ baseURL: session.base_urls.openai, apiKey: session.token, maxRetries: 0 })
-  const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
-    { role: 'system', content: `You are a coding agent. Working directory: ${workdir}` },
-    { role: 'user', content: INSTRUCTION },
-  ]
-  for (let turn = 0; turn < MAX_TURNS; turn++) {
-    const stream = turn % 2 === 1
-    const response = stream
-      ? await collectStream(await client.chat.completions.create({ model: 'demo-agent', messages, tools: TOOLS, stream: true }))
-      : (await client.chat.completions.create({ model: 'demo-agent', messages, tools: TOOLS })).choices[0]!.message
-    messages.push(response as OpenAI.Chat.Completions.ChatCompletionMessageParam)
-    const calls = (response.tool_calls ?? []).filter((call) => call.type === 'function')
-    console.log(
-      `turn ${turn + 1} (${stream ? 'streamed' : 'json'}): ${calls.length ? calls.map((c) => `${c.function.name}(${c.function.arguments})`).join(', ') : JSON.stringify(response.content)}`,
-    )
-    if (calls.length === 0) break
-    for (const call of calls) {
-      const args = JSON.parse(call.function.arguments) as { file_path: string; content: string }
-      const path = args.file_path.startsWith('/') ? args.file_path : join(workdir, args.file_path)
-      if (!path.startsWith(workdir)) throw new Error(`refusing to write outside the work dir: ${path}`)
-      writeFileSync(path, args.content)
-      messages.push({ role: 'tool', tool_call_id: call.id, content: `Wrote ${args.content.length} bytes to ${args.file_path}` })
-    }
-  }
-  const written = readFileSync(join(workdir, 'hello.txt'), 'utf8')
-  console.log(`\nhello.txt contains ${JSON.stringify(written)}`)
-
-  const { completions } = (await (await admin(`/v1/sessions/${session.session_id}/completions`)).json()) as {
-    completions: {
-      seq: number
-      status: string
-      stream: boolean
-      prompt_token_ids: number[]
-      prompt_delta: { shared_prefix_len: number } | null
-      response_token_ids: number[]
-      response_logprobs: number[] | null
-      finish_reason: string
-    }[]
-  }
-  console.log('\ncaptured completions:')
-  for (const record of completions) {
-    console.log(
-      `  #${record.seq} ${record.status} ${record.stream ? 'stream' : 'json  '} prompt ${record.prompt_token_ids.length} tokens (${record.prompt_delta ? `${record.prompt_delta.shared_prefix_len} shared with #${(record.prompt_delta as { parent_seq?: number }).parent_seq}` : 'stored whole'}), sampled ${record.response_token_ids.length} tokens with ${record.response_logprobs?.length ?? 0} logprobs, finish ${record.finish_reason}`,
-    )
-  }
-  const info = (await (await admin(`/v1/sessions/${session.session_id}`)).json()) as { storage: Record<string, number> }
-  console.log(`\nstorage: ${JSON.stringify(info.storage)}`)
-  if (written !== 'hi' || completions.length < 2 || completions.some((r) => r.status !== 'ok')) {
-    console.error('demo failed: the agent did not complete the task through the edge')
-    exitCode = 1
-  } else {
-    console.log('\ndemo ok: every model call went through the edge and was captured token-exactly')
-  }
+  code = await main()
 } catch (error) {
-  console.error(error)
-  exitCode = 1
+  process.stderr.write(`demo failed: ${(error as Error).message}\n`)
 } finally {
-  await edge.stop()
-  await engine.close()
-  rmSync(workdir, { recursive: true, force: true })
-  rmSync(persistTo, { recursive: true, force: true })
+  await shutdown()
 }
-process.exit(exitCode)
-
-async function collectStream(stream: AsyncIterable<OpenAI.Chat.Completions.ChatCompletionChunk>) {
-  let content = ''
-  const calls: OpenAI.Chat.Completions.ChatCompletionMessageFunctionToolCall[] = []
-  for await (const chunk of stream) {
-    const delta = chunk.choices[0]?.delta
-    if (!delta) continue
-    content += delta.content ?? ''
-    for (const call of delta.tool_calls ?? []) {
-      calls[call.index] ??= { id: '', type: 'function', function: { name: '', arguments: '' } }
-      const slot = calls[call.index]!
-      if (call.id) slot.id = call.id
-      if (call.function?.name) slot.function.name = call.function.name
-      slot.function.arguments += call.function?.arguments ?? ''
-    }
-  }
-  return { role: 'assistant' as const, content: content || null, ...(calls.length ? { tool_calls: calls } : {}) }
-}
+process.exit(interrupted ? 130 : code)

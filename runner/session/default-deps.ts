@@ -4,14 +4,14 @@
  * registry and per-host install cache (`runner/harness/`), and the evaluator registry (`runner/evaluators/`). The edge runs
  * `session_completed` itself, so it resolves to no runner-side evaluator.
  */
-import { join } from 'node:path'
 import type { EvaluatorSpec } from '../../src/contract/rollout.ts'
 import { EDGE_EVALUATORS, type RuntimeBackend } from '../../src/contract/rollout.ts'
 import type { Evaluator } from '../evaluators/evaluator.ts'
 import { EVALUATORS, runEvaluation } from '../evaluators/index.ts'
 import type { Harness } from '../harness/harness.ts'
 import { getHarness } from '../harness/index.ts'
-import { installHarness } from '../harness/install.ts'
+import { ensureHarnessInstalled } from '../harness/install.ts'
+import { cliPath, harnessHostMounts } from '../harness/run.ts'
 import { createRuntime } from '../runtime/index.ts'
 import type { SessionFlowDeps } from './session-flow.ts'
 
@@ -28,15 +28,18 @@ export interface DefaultDepsOptions {
   log?(event: string, fields?: Record<string, unknown>): void
 }
 
-/** Install (or find) a harness CLI once per host; mount its `node_modules` read-only at the same path. */
+/**
+ * Install (or find) a harness CLI once per host (`ensureHarnessInstalled`); every runtime mounts the harness
+ * cache, the repo's `node_modules` and this Node's bin dir read-only at the same paths (`harnessHostMounts`).
+ */
 export async function hostHarnessCli(
   harness: Harness,
   log?: DefaultDepsOptions['log'],
 ): Promise<{ cliPath: string; readOnlyBinds: { source: string; target: string }[] } | null> {
-  if (!harness.pkg) return null
-  const installed = await installHarness(harness.pkg, { log: (line) => log?.('harness.install', { harness: harness.name, line }) })
-  const modules = join(installed.root, 'node_modules')
-  return { cliPath: installed.bin, readOnlyBinds: [{ source: modules, target: modules }] }
+  const readOnlyBinds = harnessHostMounts().map((dir) => ({ source: dir, target: dir }))
+  if (!harness.pkg) return { cliPath: '', readOnlyBinds }
+  const installed = await ensureHarnessInstalled(harness.pkg, { log: (line) => log?.('harness.install', { harness: harness.name, line }) })
+  return { cliPath: installed.bin, readOnlyBinds }
 }
 
 /** Runner-side evaluator strategies this runner offers (reported at registration). */
@@ -60,6 +63,7 @@ export function defaultSessionDeps(options: DefaultDepsOptions): SessionFlowDeps
       }),
     harness: getHarness,
     installHarness: (harness) => hostHarnessCli(harness, options.log),
+    basePath: cliPath(),
     evaluator: (spec: EvaluatorSpec): Evaluator | null => {
       if ((EDGE_EVALUATORS as readonly string[]).includes(spec.strategy)) return null
       // runEvaluation resolves (registry or module path), validates and checks the result.

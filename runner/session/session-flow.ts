@@ -3,10 +3,10 @@
  * The real work of each stage for one session (the pipeline's `StageHandlers`):
  * - INIT: create the session directory (`artifacts/`, `logs/agent/`), start the runtime, run the task's
  *   `RuntimeSpec.prepare` actions (uploads and commands, logged under `logs/prepare/`).
- * - RUNNING: render the harness (files, env, steps), write its files into the runtime, run its steps with the
- *   assignment's injected environment pointed at the edge as the sandbox reaches it; each step's output is
- *   teed to `logs/agent/<step>.{stdout,stderr}.log`.
- * - POSTRUN: the harness's teardown steps, then the runner-side evaluator (registry or custom module) on the
+ * - RUNNING: render the harness (files, env, steps) and run the plan with the harness modules' own
+ *   `runHarnessPlan` (files written, steps run with the assignment's injected environment pointed at the edge
+ *   as the sandbox reaches it, output teed to `logs/agent/<step>.{stdout,stderr}.log`, teardown steps after).
+ * - POSTRUN: the runner-side evaluator (registry or custom module) on the
  *   live runtime (and a fresh one prepared during RUNNING when `evaluator.refresh_runtime`); a summary
  *   `logs/runner.json` stays in the session directory with the logs.
  * - dispose: stop (or, on a hard shutdown, cancel) the runtimes.
@@ -14,14 +14,14 @@
  * Backends, harnesses and evaluators come in through `SessionFlowDeps` (their registries in production,
  * small stand-ins in tests).
  */
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { EvaluatorSpec, PrepareAction, RuntimeSpec } from '../../src/contract/rollout.ts'
 import type { AgentResult, SessionAssignment } from '../../src/contract/runner-protocol.ts'
 import type { EvalResult } from '../../src/contract/trajectory.ts'
 import type { Evaluator } from '../evaluators/evaluator.ts'
 import type { Harness, HarnessPlan } from '../harness/harness.ts'
+import { runHarnessPlan } from '../harness/run.ts'
 import type { PipelineJob, PostrunInput, StageHandlers } from '../pools/pipeline.ts'
 import { type Runtime, type RuntimeContext, SESSION_MOUNT } from '../runtime/runtime.ts'
 
@@ -54,8 +54,10 @@ export interface SessionFlowDeps {
   evaluator(spec: EvaluatorSpec): Promise<Evaluator | null> | Evaluator | null
   /** Served model name, if known (harnesses ask for it; the edge maps any name anyway). */
   model: string | null
-  /** Time for the harness's teardown steps (default 30 s). */
+  /** Time for each of the harness's teardown steps (default 30 s). */
   teardownMs?: number
+  /** PATH inside the runtime (e.g. the runner's Node ≥ 22 first, for the harness CLIs). */
+  basePath?: string
 }
 
 /** Per-session additions to the runner-wide runtime options. */
@@ -117,7 +119,13 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
       { sessionId: job.id, sessionDir, edgeUrl: this.deps.edgeUrl },
       { readOnlyBinds: cli?.readOnlyBinds ?? [] },
     )
-    const prepared: PreparedSession = { runtime, sessionDir, startedAt: Date.now(), steps: [], ...(cli ? { cliPath: cli.cliPath } : {}) }
+    const prepared: PreparedSession = {
+      runtime,
+      sessionDir,
+      startedAt: Date.now(),
+      steps: [],
+      ...(cli?.cliPath ? { cliPath: cli.cliPath } : {}),
+    }
     const unhook = abortPromise(signal, () => void runtime.cancel().catch(() => {}))
     try {
       await runtime.start()
@@ -162,35 +170,25 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
     const { assignment } = job
     const { runtime, sessionDir } = prepared
     const plan = this.#render(job, prepared)
-    await this.#writeFiles(runtime, plan)
-    const env = { ...insideEnv(assignment, runtime.edgeUrlInside), ...assignment.agent.env, ...plan.env }
-    for (const step of plan.steps) {
-      const result = await runtime.exec({
-        command: step.command,
-        cwd: step.cwd ?? runtime.workDir ?? SESSION_MOUNT,
-        env: { ...env, ...step.env },
-        stdoutPath: join(sessionDir, 'logs', 'agent', `${step.name}.stdout.log`),
-        stderrPath: join(sessionDir, 'logs', 'agent', `${step.name}.stderr.log`),
-        signal,
-      })
-      prepared.steps.push({
-        name: step.name,
-        exitCode: result.exitCode,
-        durationMs: result.durationMs,
-        timedOut: result.timedOut,
-        cancelled: result.cancelled,
-      })
-      if (result.exitCode !== 0) {
-        const tail = result.stderr.trim().split('\n').slice(-5).join('\n')
-        return {
-          status: 'failed',
-          return_code: result.exitCode,
-          error: `step ${step.name} exited ${result.exitCode}${tail ? `: ${tail}` : ''}`,
-          timeout_stage: null,
-        }
-      }
+    // The harness modules' own runner (single source of truth with the recording script): files, steps
+    // with logs under logs/agent/, then the teardown steps (also after a failure or cancel).
+    const result = await runHarnessPlan(runtime, plan, {
+      sessionDirHost: sessionDir,
+      baseEnv: {
+        ...(this.deps.basePath ? { PATH: this.deps.basePath } : {}),
+        ...insideEnv(assignment, runtime.edgeUrlInside),
+        ...assignment.agent.env,
+      },
+      ...(this.deps.teardownMs ? { teardownTimeoutMs: this.deps.teardownMs } : {}),
+      signal,
+    })
+    prepared.steps.push(...result.steps)
+    return {
+      status: result.status,
+      return_code: result.return_code,
+      error: result.error,
+      timeout_stage: result.status === 'timeout' ? 'exec' : null,
     }
-    return { status: 'completed', return_code: 0, error: null, timeout_stage: null }
   }
 
   #render(job: SessionJob, prepared: PreparedSession): HarnessPlan {
@@ -212,20 +210,6 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
       homeDir: runtime.homeDir,
       workDir: runtime.workDir,
     })
-  }
-
-  async #writeFiles(runtime: Runtime, plan: HarnessPlan): Promise<void> {
-    if (plan.files.length === 0) return
-    const staging = mkdtempSync(join(tmpdir(), 'rollgate-files-'))
-    try {
-      for (const [index, file] of plan.files.entries()) {
-        const source = join(staging, String(index))
-        writeFileSync(source, file.content, { mode: file.mode ?? 0o644 })
-        await runtime.upload(source, file.path)
-      }
-    } finally {
-      rmSync(staging, { recursive: true, force: true })
-    }
   }
 
   async prewarmEval(job: SessionJob, signal: AbortSignal): Promise<unknown> {
@@ -257,7 +241,6 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
       evaluated: false,
     }
     try {
-      if (input.evaluate && !signal.aborted) await this.#teardown(job, prepared, signal)
       const spec = assignment.evaluator
       if (!input.evaluate || !spec || signal.aborted) return null
       const evaluator = await this.deps.evaluator(spec)
@@ -282,27 +265,6 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
       throw error
     } finally {
       writeFileSync(join(prepared.sessionDir, 'logs', 'runner.json'), `${JSON.stringify(summary, null, 2)}\n`)
-    }
-  }
-
-  async #teardown(job: SessionJob, prepared: PreparedSession, signal: AbortSignal): Promise<void> {
-    let plan: HarnessPlan
-    try {
-      plan = this.#render(job, prepared)
-    } catch {
-      return
-    }
-    const env = { ...insideEnv(job.assignment, prepared.runtime.edgeUrlInside), ...plan.env }
-    for (const step of plan.postrunSteps) {
-      await prepared.runtime.exec({
-        command: step.command,
-        cwd: step.cwd ?? null,
-        env: { ...env, ...step.env },
-        timeoutMs: this.deps.teardownMs ?? 30_000,
-        stdoutPath: join(prepared.sessionDir, 'logs', 'agent', `${step.name}.stdout.log`),
-        stderrPath: join(prepared.sessionDir, 'logs', 'agent', `${step.name}.stderr.log`),
-        signal,
-      })
     }
   }
 
