@@ -3,9 +3,9 @@
  * Pieces every backend's `exec` shares: bounded output tails teed to log files, and the time limit /
  * cancel plumbing that turns a timeout or an abort into one `kill()` call and the right `ExecResult` flags.
  */
-import { createWriteStream, type WriteStream } from 'node:fs'
-import { mkdir } from 'node:fs/promises'
-import { dirname } from 'node:path'
+import { createWriteStream, watch, type WriteStream } from 'node:fs'
+import { access, mkdir } from 'node:fs/promises'
+import { basename, dirname } from 'node:path'
 import type { Readable } from 'node:stream'
 import type { ExecRequest, ExecResult } from './runtime.ts'
 
@@ -115,4 +115,32 @@ export function execResult(exitCode: number, stdout: OutputTail, stderr: OutputT
 /** `'a b'` → `'a b'` quoted for POSIX sh. */
 export function shellQuote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`
+}
+
+/** Resolves when `path` exists (fs.watch on its dir), rejects after `timeoutMs` or when `abort` fires. */
+export function waitForFile(path: string, timeoutMs: number, abort?: Promise<unknown>): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const watcher = watch(dirname(path), () => check())
+    const timer = setTimeout(() => finish(new Error(`${basename(path)} did not appear within ${timeoutMs} ms`)), timeoutMs)
+    let done = false
+    const finish = (error?: Error) => {
+      if (done) return
+      done = true
+      clearTimeout(timer)
+      watcher.close()
+      if (error) reject(error)
+      else resolve()
+    }
+    const check = () => {
+      access(path).then(
+        () => finish(),
+        () => {},
+      )
+    }
+    abort?.then(
+      () => finish(new Error('aborted')),
+      () => finish(new Error('aborted')),
+    )
+    check()
+  })
 }

@@ -5,6 +5,7 @@
  * and builds it with the runner-wide options of that backend.
  */
 import { type RuntimeBackend, type RuntimeSpec, runtimeBackendSchema, runtimeSpecSchema } from '../../src/contract/rollout.ts'
+import { ApptainerRuntime, type ApptainerRuntimeOptions } from './apptainer/apptainer-runtime.ts'
 import { DockerRuntime, type DockerRuntimeOptions } from './docker/docker-runtime.ts'
 import { LocalRuntime, type LocalRuntimeOptions } from './local/local-runtime.ts'
 import type { Runtime, RuntimeContext } from './runtime.ts'
@@ -16,8 +17,11 @@ export interface RuntimeOptions {
   defaultBackend?: RuntimeBackend
   /** Image of tasks that name no runtime when the default backend needs one (docker, apptainer). */
   defaultImage?: string | null
+  /** Host dirs mounted read-only at the given path on every backend (e.g. a host-cached harness CLI). */
+  readOnlyBinds?: Array<{ source: string; target: string }>
   local?: LocalRuntimeOptions
   docker?: DockerRuntimeOptions
+  apptainer?: ApptainerRuntimeOptions
 }
 
 export const RUNTIME_BACKENDS = runtimeBackendSchema.options
@@ -48,12 +52,15 @@ export function defaultRuntimeSpec(options: RuntimeOptions = {}): RuntimeSpec {
 export function createRuntime(spec: RuntimeSpec | null, context: RuntimeContext, options: RuntimeOptions = {}): Runtime {
   const resolved = spec ?? defaultRuntimeSpec(options)
   if (resolved.import_path) throw new Error('runtime.import_path (plugin runtimes) is not supported by this runner')
+  const binds = options.readOnlyBinds ?? []
+  const withBinds = <T extends { readOnlyBinds?: Array<{ source: string; target: string }> }>(backend: T | undefined): T =>
+    ({ ...backend, readOnlyBinds: [...(backend?.readOnlyBinds ?? []), ...binds] }) as T
   switch (resolved.backend) {
     case 'local':
-      return new LocalRuntime(resolved, context, options.local)
+      return new LocalRuntime(resolved, context, withBinds(options.local))
     case 'docker':
-      return new DockerRuntime(resolved, context, options.docker)
-    default:
-      throw new Error(`the ${resolved.backend} runtime backend is not available in this runner yet`)
+      return new DockerRuntime(resolved, context, withBinds(options.docker))
+    case 'apptainer':
+      return new ApptainerRuntime(resolved, context, withBinds(options.apptainer))
   }
 }

@@ -15,8 +15,7 @@
  * through the nvidia device request. No storage limit.
  */
 import { randomBytes } from 'node:crypto'
-import { watch } from 'node:fs'
-import { access, mkdir, mkdtemp, rm, stat } from 'node:fs/promises'
+import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { basename, dirname, join, posix } from 'node:path'
 import { PassThrough, type Readable } from 'node:stream'
@@ -25,7 +24,7 @@ import Dockerode from 'dockerode'
 import { extract, pack } from 'tar-fs'
 import type { RuntimeSpec } from '../../../src/contract/rollout.ts'
 import { type EdgeRelay, startEdgeRelay } from '../edge-relay.ts'
-import { execResult, guardExec, OutputTail, shellQuote } from '../exec-support.ts'
+import { execResult, guardExec, OutputTail, shellQuote, waitForFile } from '../exec-support.ts'
 import { hostCopy, insidePath, sessionHostPath } from '../paths.ts'
 import {
   type ExecRequest,
@@ -75,34 +74,6 @@ export function dockerSocketPath(options: Pick<DockerRuntimeOptions, 'socketPath
 
 function containerName(sessionId: string): string {
   return `rollgate-${sessionId.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 48)}-${randomBytes(3).toString('hex')}`
-}
-
-/** Resolves when `path` exists (fs.watch on its dir), rejects after `timeoutMs` or when `abort` fires. */
-function waitForFile(path: string, timeoutMs: number, abort?: Promise<unknown>): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const watcher = watch(dirname(path), () => check())
-    const timer = setTimeout(() => finish(new Error(`${basename(path)} did not appear within ${timeoutMs} ms`)), timeoutMs)
-    let done = false
-    const finish = (error?: Error) => {
-      if (done) return
-      done = true
-      clearTimeout(timer)
-      watcher.close()
-      if (error) reject(error)
-      else resolve()
-    }
-    const check = () => {
-      access(path).then(
-        () => finish(),
-        () => {},
-      )
-    }
-    abort?.then(
-      () => finish(new Error('aborted')),
-      () => finish(new Error('aborted')),
-    )
-    check()
-  })
 }
 
 interface RunningExec {
