@@ -122,6 +122,14 @@ describe('groupAdvantages (leave-one-trajectory-out)', () => {
     expect(trajectoryMeans[0]).toBe(0.5)
   })
 
+  it('a missing reward counts as 0 in the advantages, not only in the means', () => {
+    const group = [trajectory([null]), trajectory([1]), trajectory([null, 0.5])]
+    const { advantages, trajectoryMeans } = groupAdvantages(group)
+    expect(trajectoryMeans).toEqual([0, 1, 0.25])
+    // Trajectory 0: baseline mean(1, 0.25) = 0.625; trajectory 2: baseline mean(0, 1) = 0.5.
+    expect(advantages).toEqual([[-0.625], [1 - 0.125], [-0.5, 0]])
+  })
+
   it('a lone trajectory has baseline 0', () => {
     expect(groupAdvantages([trajectory([0.7])]).advantages).toEqual([[0.7]])
   })

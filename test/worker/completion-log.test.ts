@@ -98,10 +98,19 @@ describe('SessionObject capture', () => {
       }),
     )
     await stub.record(completionInput({ completion_id: 'cmpl_gone', status: 'abandoned' }))
+    // An ok call with nothing sampled, or without prompt ids, has nothing to train on either.
+    await stub.record(
+      completionInput({ completion_id: 'cmpl_empty', response_token_ids: new Uint32Array(0), response_logprobs: new Float64Array(0) }),
+    )
+    await stub.record(completionInput({ completion_id: 'cmpl_noprompt', prompt_token_ids: null }))
+    await stub.record(completionInput({ completion_id: 'cmpl_ok' }))
     const records = await stub.completions()
     expect(records.map((r) => [r.status, r.trainable])).toEqual([
       ['failed', false],
       ['abandoned', false],
+      ['ok', false],
+      ['ok', false],
+      ['ok', true],
     ])
     expect(records[0]!.error).toBe('upstream HTTP 503')
   })
@@ -121,6 +130,8 @@ describe('SessionObject capture', () => {
       'sessions/spill/completions/0/original_middle',
       'sessions/spill/completions/0/prompt_suffix',
     ])
+    // Read back from R2, not from the object's in-memory cache: evict it first.
+    await evictDurableObject(stub as unknown as DurableObjectStub)
     const [record] = await stub.completions()
     expect((record!.original_request as { messages: { content: string }[] }).messages[0]!.content).toBe(big)
     expect((record!.request as { messages: { content: string }[] }).messages[0]!.content).toBe(big)

@@ -163,6 +163,51 @@ describe('hub coordinator: restart', () => {
   })
 })
 
+describe('hub coordinator: drain', () => {
+  async function runnerWith(sessionIds: string[]) {
+    const db = new DatabaseSync(':memory:')
+    const hub = incarnation(db, { now: 1_000 }, new Set(['R1']))
+    await hub.coordinator.onMessage('R1', register([]), false)
+    for (const sessionId of sessionIds) {
+      await hub.coordinator.enqueue(ticket(sessionId))
+      await hub.coordinator.onMessage('R1', { type: 'ack', session_id: sessionId, accepted: true, reason: null }, true)
+      await hub.coordinator.onMessage('R1', { type: 'session.status', session_id: sessionId, status: 'RUNNING' }, true)
+    }
+    return hub
+  }
+  const drainedCount = (hub: Harness) => hub.sent.filter((message) => message.type === 'drained').length
+
+  it('says drained only once the runner holds no session', async () => {
+    const hub = await runnerWith(['ses-a', 'ses-b'])
+    expect(await hub.coordinator.drain('R1')).toBe(true)
+    expect(drainedCount(hub)).toBe(0)
+    await hub.coordinator.onMessage(
+      'R1',
+      {
+        type: 'session.finished',
+        session_id: 'ses-a',
+        agent_result: { status: 'completed', return_code: 0 },
+        eval_result: null,
+        error: null,
+      },
+      true,
+    )
+    expect(drainedCount(hub)).toBe(0)
+    await hub.coordinator.sessionEnded('ses-b', 'CANCELLED')
+    expect(drainedCount(hub)).toBe(1)
+    // A drained runner gets no new work.
+    await hub.coordinator.enqueue(ticket('ses-c'))
+    expect(hub.sent.filter((message) => message.type === 'assign')).toHaveLength(2)
+  })
+
+  it('an idle runner is drained at once; an unknown one is not found', async () => {
+    const hub = await runnerWith([])
+    expect(await hub.coordinator.drain('R1')).toBe(true)
+    expect(drainedCount(hub)).toBe(1)
+    expect(await hub.coordinator.drain('R9')).toBe(false)
+  })
+})
+
 function emptyMetrics(): StageMetrics {
   return { init_queue_depth: 0, init_inflight: 0, ready_depth: 0, run_inflight: 1, postrun_queue_depth: 0, postrun_inflight: 0 }
 }
