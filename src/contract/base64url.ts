@@ -10,17 +10,22 @@ export function bytesToBase64Url(bytes: Uint8Array): string {
   return btoa(binary).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '')
 }
 
-/** Strict: null unless the input is valid base64url. */
+/**
+ * Strict: null unless the input is canonical unpadded base64url — the one encoding `bytesToBase64Url`
+ * gives. Non-zero unused bits in the last character (`…IN`, `…IO`, `…IP` for `…IM`) are refused, so one
+ * byte string has exactly one accepted text (tokens, signatures).
+ */
 export function base64UrlToBytes(encoded: string): Uint8Array<ArrayBuffer> | null {
-  if (!/^[A-Za-z0-9_-]*$/.test(encoded)) return null
+  if (!/^[A-Za-z0-9_-]*$/.test(encoded) || encoded.length % 4 === 1) return null
+  let binary: string
   try {
-    const binary = atob(encoded.replace(/-/g, '+').replace(/_/g, '/'))
-    const bytes = new Uint8Array(binary.length)
-    for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i)
-    return bytes
+    binary = atob(encoded.replace(/-/g, '+').replace(/_/g, '/'))
   } catch {
     return null
   }
+  const bytes = new Uint8Array(binary.length)
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i)
+  return bytesToBase64Url(bytes) === encoded ? bytes : null
 }
 
 export function base64UrlEncode(text: string): string {

@@ -3,6 +3,7 @@
  * Edge configuration read from the Worker's env (vars in wrangler.toml, secrets via `wrangler secret`).
  */
 import { upstreamKindSchema, type UpstreamKind } from '../contract/completion-record.ts'
+import { DEFAULT_SESSION_TOKEN_TTL_SECONDS } from '../contract/session-token.ts'
 import { withoutCredentials } from '../contract/upstream-url.ts'
 
 /** Default cap on a harness request body; Workers accept 100 MB, a 50-turn agent sends ~2 MB. */
@@ -24,6 +25,8 @@ export interface EdgeConfig {
   maxBodyBytes: number
   upstreamTimeoutMs: number
   heartbeatMs: number
+  /** Lifetime of the tokens of bare sessions (`POST /v1/sessions` may ask for another). */
+  sessionTokenTtlSeconds: number
 }
 
 function positiveInt(value: string | undefined, fallback: number): number {
@@ -72,6 +75,7 @@ export function edgeConfig(env: Env): EdgeConfig {
     maxBodyBytes: positiveInt(env.ROLLGATE_MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES),
     upstreamTimeoutMs: positiveInt(env.ROLLGATE_UPSTREAM_TIMEOUT_MS, DEFAULT_UPSTREAM_TIMEOUT_MS),
     heartbeatMs: positiveInt(env.ROLLGATE_HEARTBEAT_MS, DEFAULT_HEARTBEAT_MS),
+    sessionTokenTtlSeconds: positiveInt(env.ROLLGATE_SESSION_TOKEN_TTL_SECONDS, DEFAULT_SESSION_TOKEN_TTL_SECONDS),
   }
   cached = { env, config }
   return config

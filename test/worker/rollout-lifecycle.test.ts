@@ -9,6 +9,7 @@ import type { CompletionRecord } from '../../src/contract/completion-record.ts'
 import type { RolloutEvent, RolloutStatus } from '../../src/contract/rollout.ts'
 import type { SessionResult } from '../../src/contract/trajectory.ts'
 import type { SessionRolloutRpc } from '../../src/durable/session/session-rollout.ts'
+import { verifySessionToken } from '../../src/contract/session-token.ts'
 import {
   ADMIN,
   cancelTask,
@@ -79,7 +80,7 @@ describe('dispatch and the full lifecycle', () => {
     ).toBe(200)
     const { session_id: sessionId, token, env: injected, route, base_urls } = await runner.takeAssignment('life-1', ['INITIALIZING'])
     expect(route).toBe('runner')
-    expect(token).toBe(await sessionToken(sessionId))
+    expect(await verifySessionToken(token, 'test-signing-key')).toBe(sessionId)
     expect(injected).toMatchObject({
       OPENAI_API_KEY: token,
       OPENAI_BASE_URL: `${EDGE}/v1`,
@@ -288,7 +289,7 @@ describe('acknowledgements', () => {
     expect(cancel.reason).toContain('not acknowledged')
     // Back in the queue, then offered again (to the only runner there is).
     const again = await silent.next('assign', (message) => message.session.session_id === session.session_id)
-    expect(again.session.token).toBe(session.token)
+    expect(await verifySessionToken(again.session.token, 'test-signing-key')).toBe(session.session_id)
     expect((await rolloutSession(session.session_id).lifecycle())?.dispatch_attempts).toBe(2)
     await cancelTask('ack-1')
     silent.close()

@@ -59,7 +59,7 @@ export interface HubDeps {
   close(runnerId: string, code: number, reason: string): void
   /** Whether a socket for this runner is open right now. */
   connected(runnerId: string): boolean
-  sessionToken(sessionId: string): Promise<string>
+  sessionToken(sessionId: string, timeoutSeconds: number): Promise<string>
   heartbeatIntervalMs: number
   /** How long a disconnected or silent runner keeps its sessions. */
   graceMs: number
@@ -282,7 +282,7 @@ export class HubCoordinator {
   }
 
   async #assignment(ticket: DispatchTicket, route: 'runner' | 'direct'): Promise<SessionAssignment> {
-    const token = await this.#deps.sessionToken(ticket.session_id)
+    const token = await this.#deps.sessionToken(ticket.session_id, ticket.spec.timeout_seconds)
     const origin = ticket.public_url.replace(/\/+$/, '')
     const base_urls = { openai: `${origin}/v1`, anthropic: origin, google: origin }
     // Polar §8, API keys = the per-session token (never the session id).

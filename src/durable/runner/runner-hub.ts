@@ -37,6 +37,8 @@ import { TUNNEL_TIMEOUT_HEADER, TunnelRequests } from './tunnel.ts'
 export const DEFAULT_RUNNER_HEARTBEAT_MS = 10_000
 /** Default deadline of a tunnelled request (Polar's inference read timeout). */
 export const DEFAULT_TUNNEL_TIMEOUT_MS = 900_000
+/** A rollout session token outlives its session budget by this much (seconds). */
+const ROLLOUT_TOKEN_MARGIN_S = 600
 const RUNNER_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/
 
 interface Attachment {
@@ -90,7 +92,9 @@ export class RunnerHub extends DurableObject<Env> {
       send: (runnerId, message) => this.#send(runnerId, message),
       close: (runnerId, code, reason) => this.#close(runnerId, code, reason),
       connected: (runnerId) => this.#sockets(runnerId).length > 0,
-      sessionToken: (sessionId) => createSessionToken(sessionId, signingKey),
+      // A rollout token lives as long as its session may (the session budget, plus a margin), and is refused once it ended.
+      sessionToken: (sessionId, timeoutSeconds) =>
+        createSessionToken(sessionId, signingKey, { expiresAt: Date.now() + (timeoutSeconds + ROLLOUT_TOKEN_MARGIN_S) * 1000 }),
       heartbeatIntervalMs,
       graceMs: positiveInt(env.ROLLGATE_RUNNER_GRACE_MS, Math.round(heartbeatIntervalMs * HEALTH_FACTOR)),
       now: () => Date.now(),

@@ -6,30 +6,32 @@
 import type { SessionConfig } from '../../durable/session/record.ts'
 import type { SessionRpc } from '../../durable/session/session-object.ts'
 import { presentedCredential } from '../auth/credentials.ts'
-import { verifySessionToken } from '../../contract/session-token.ts'
+import { checkSessionToken } from '../../contract/session-token.ts'
 import type { EdgeConfig } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 
 const AGENT_LABEL = /^[A-Za-z0-9_.:-]{1,64}$/
 const CACHE_LIMIT = 10_000
 const configCache = new Map<string, SessionConfig>()
-/** Verified token → session id: an HMAC check per call is wasted work once a token has verified. */
-const verifiedTokens = new Map<string, string>()
+/** Verified token → its claims: an HMAC check per call is wasted work once a token has verified (expiry is re-checked). */
+const verifiedTokens = new Map<string, { sid: string; exp: number }>()
 let verifiedUnderKey: string | null = null
 
-async function sessionIdOf(credential: string, signingKey: string): Promise<string | null> {
+async function sessionIdOf(credential: string, signingKey: string): Promise<string> {
   if (verifiedUnderKey !== signingKey) {
     verifiedTokens.clear()
     verifiedUnderKey = signingKey
   }
   const known = verifiedTokens.get(credential)
-  if (known) return known
-  const sessionId = await verifySessionToken(credential, signingKey)
-  if (sessionId) {
-    if (verifiedTokens.size >= CACHE_LIMIT) verifiedTokens.clear()
-    verifiedTokens.set(credential, sessionId)
+  if (known && Date.now() < known.exp * 1000) return known.sid
+  const check = await checkSessionToken(credential, signingKey)
+  if (!check.ok) {
+    verifiedTokens.delete(credential)
+    throw new GatewayError(401, 'authentication', check.reason === 'expired' ? 'session token expired' : 'invalid session token')
   }
-  return sessionId
+  if (verifiedTokens.size >= CACHE_LIMIT) verifiedTokens.clear()
+  verifiedTokens.set(credential, check.claims)
+  return check.claims.sid
 }
 
 export interface SessionAccess {
@@ -54,7 +56,6 @@ export async function authenticateSession(
   if (!credential) throw new GatewayError(401, 'authentication', 'missing session token: send it as the API key')
   if (!config.signingKey) throw new GatewayError(503, 'internal', 'edge has no signing key configured')
   const sessionId = await sessionIdOf(credential, config.signingKey)
-  if (!sessionId) throw new GatewayError(401, 'authentication', 'invalid session token')
   const agent = path.agent ?? request.headers.get('x-rollgate-agent') ?? 'main'
   if (!AGENT_LABEL.test(agent)) {
     throw new GatewayError(400, 'invalid_request', 'agent label must match [A-Za-z0-9_.:-]{1,64}', 'x-rollgate-agent')

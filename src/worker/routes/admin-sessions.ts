@@ -33,6 +33,13 @@ export const createSessionSchema = z.object({
   task_id: z.string().min(1).max(256).optional(),
   metadata: z.record(z.string(), z.unknown()).optional(),
   policy_version: z.union([z.string(), z.number()]).optional(),
+  /** Lifetime of the returned token (default `ROLLGATE_SESSION_TOKEN_TTL_SECONDS`, 24 h); at most 30 days. */
+  token_ttl_seconds: z
+    .number()
+    .int()
+    .positive()
+    .max(30 * 24 * 60 * 60)
+    .optional(),
   upstream: z
     .object({
       url: upstreamUrlSchema.optional(),
@@ -99,12 +106,14 @@ adminSessions.post('/', async (c) => {
   }
   const { config: stored, created } = await sessionStub(c.env, sessionId).create(sessionConfig)
   if (!created && body.session_id) throw new GatewayError(409, 'invalid_request', `session ${sessionId} already exists`, 'session_id')
-  const token = await createSessionToken(sessionId, config.signingKey)
+  const expiresAt = Date.now() + (body.token_ttl_seconds ?? config.sessionTokenTtlSeconds) * 1000
+  const token = await createSessionToken(sessionId, config.signingKey, { expiresAt })
   const origin = new URL(c.req.url).origin
   return c.json(
     {
       session_id: sessionId,
       token,
+      token_expires_at: new Date(Math.floor(expiresAt / 1000) * 1000).toISOString(),
       base_urls: { openai: `${origin}/v1`, anthropic: origin, google: origin },
       prefixed_base_urls: {
         openai: `${origin}/s/${token}/v1`,
