@@ -12,6 +12,9 @@ import { type EdgeMessage, edgeMessageSchema, RUNNER_SECRET_HEADER, type RunnerM
 import { backoffDelay } from './backoff.ts'
 import type { SecretStore } from './secret-store.ts'
 
+/** Heartbeat intervals without any frame or pong from the edge after which the link is declared dead. */
+export const LIVENESS_INTERVALS = 3
+
 /** Bytes queued in the socket above which senders wait (tunnel responses). */
 export const HIGH_WATER_BYTES = 4 * 1024 * 1024
 
@@ -42,6 +45,8 @@ export class EdgeConnection {
   #retryTimer: ReturnType<typeof setTimeout> | null = null
   #retryWake: (() => void) | null = null
   #registeredWaiters: (() => void)[] = []
+  /** Last sign of life from the edge (a frame or a pong). */
+  #lastHeard = 0
   readonly stats = { connects: 0, failedConnects: 0, heartbeats: 0, framesIn: 0, framesOut: 0 }
 
   constructor(options: EdgeConnectionOptions) {
@@ -185,7 +190,14 @@ export class EdgeConnection {
           ws.on('close', (code, reason) => resolveClose(`${code} ${reason.toString()}`.trim()))
         })
         ws.on('error', (error) => this.options.log('edge.socket_error', { error: error.message }))
-        ws.on('message', (data) => this.#onFrame(String(data)))
+        this.#lastHeard = Date.now()
+        ws.on('pong', () => {
+          this.#lastHeard = Date.now()
+        })
+        ws.on('message', (data) => {
+          this.#lastHeard = Date.now()
+          this.#onFrame(String(data))
+        })
         this.send(this.options.register())
         resolve({ closed })
       })
@@ -228,7 +240,18 @@ export class EdgeConnection {
   #startHeartbeat(intervalMs: number): void {
     this.#stopHeartbeat()
     this.beat()
-    this.#heartbeat = setInterval(() => this.beat(), Math.max(100, intervalMs))
+    const every = Math.max(100, intervalMs)
+    this.#heartbeat = setInterval(() => {
+      // A half-open link (no FIN, no RST) would otherwise look alive forever: ping, and give up on silence.
+      const ws = this.#ws
+      if (ws && ws.readyState === WebSocket.OPEN && Date.now() - this.#lastHeard > LIVENESS_INTERVALS * every) {
+        this.options.log('edge.silent', { silent_ms: Date.now() - this.#lastHeard })
+        ws.terminate()
+        return
+      }
+      ws?.ping()
+      this.beat()
+    }, every)
   }
 
   #stopHeartbeat(): void {

@@ -1,0 +1,190 @@
+/**
+ * The runner's edge connection against a real WebSocket server (`ws`) speaking the registration part of the
+ * protocol, behind a TCP proxy that can black-hole the link (a half-open connection: no FIN, no RST):
+ * enrolment (secret stored 0600, sent on every later connection), re-registration with what is held after an
+ * abnormal close, a rejected secret (401) retried with backoff, and a silent link detected and replaced.
+ */
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { createServer, type Server, type Socket, connect } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { WebSocketServer } from 'ws'
+import { EdgeConnection } from '../../../runner/connection/edge-connection.ts'
+import { SecretStore } from '../../../runner/connection/secret-store.ts'
+import { RUNNER_SECRET_HEADER, type RunnerMessageInput } from '../../../src/contract/runner-protocol.ts'
+
+const cleanups: (() => Promise<void> | void)[] = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+/** A minimal edge: answers `register` with `registered` (minting a secret on first enrolment). */
+async function fakeEdge(options: { secret: string; rejectSecret?: string }) {
+  const connections: { secret: string | undefined; registers: RunnerMessageInput[] }[] = []
+  const wss = new WebSocketServer({
+    port: 0,
+    host: '127.0.0.1',
+    verifyClient: (info, done) => {
+      const sent = info.req.headers[RUNNER_SECRET_HEADER] as string | undefined
+      if (options.rejectSecret && sent === options.rejectSecret) done(false, 401, 'bad runner secret')
+      else done(true)
+    },
+  })
+  await new Promise<void>((resolve) => wss.once('listening', () => resolve()))
+  wss.on('connection', (ws, request) => {
+    const connection = { secret: request.headers[RUNNER_SECRET_HEADER] as string | undefined, registers: [] as RunnerMessageInput[] }
+    connections.push(connection)
+    ws.on('message', (data) => {
+      const message = JSON.parse(String(data)) as RunnerMessageInput
+      if (message.type !== 'register') return
+      connection.registers.push(message)
+      ws.send(
+        JSON.stringify({
+          type: 'registered',
+          protocol_version: 1,
+          runner_id: 'r1',
+          heartbeat_interval_ms: 100,
+          keep: [],
+          drop: [],
+          ...(connection.secret ? {} : { runner_secret: options.secret }),
+        }),
+      )
+    })
+  })
+  const address = wss.address()
+  const port = typeof address === 'object' && address ? address.port : 0
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const client of wss.clients) client.terminate()
+        wss.close(() => resolve())
+      }),
+  )
+  return { port, connections, wss }
+}
+
+/** TCP proxy whose live connections can be black-holed (bytes swallowed both ways, nothing closed). */
+async function proxy(targetPort: number) {
+  const pairs: { client: Socket; upstream: Socket; dead: boolean }[] = []
+  const server: Server = createServer((client) => {
+    const upstream = connect(targetPort, '127.0.0.1')
+    const pair = { client, upstream, dead: false }
+    pairs.push(pair)
+    client.on('data', (chunk) => {
+      if (!pair.dead) upstream.write(chunk)
+    })
+    upstream.on('data', (chunk) => {
+      if (!pair.dead) client.write(chunk)
+    })
+    const end = () => {
+      if (pair.dead) return
+      client.destroy()
+      upstream.destroy()
+    }
+    client.on('close', end)
+    upstream.on('close', end)
+    client.on('error', () => {})
+    upstream.on('error', () => {})
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const pair of pairs) {
+          pair.client.destroy()
+          pair.upstream.destroy()
+        }
+        server.close(() => resolve())
+      }),
+  )
+  return {
+    port: typeof address === 'object' && address ? address.port : 0,
+    blackhole() {
+      for (const pair of pairs) pair.dead = true
+    },
+  }
+}
+
+function connection(port: number, stateDir: string, held: () => { session_id: string; status: 'RUNNING' }[] = () => []) {
+  const events: { event: string; fields: Record<string, unknown> }[] = []
+  let registered = 0
+  const conn = new EdgeConnection({
+    edgeUrl: `http://127.0.0.1:${port}`,
+    token: 't',
+    runnerId: 'r1',
+    secrets: new SecretStore(stateDir, 'r1'),
+    register: () => ({
+      type: 'register',
+      protocol_version: 1,
+      runner_id: 'r1',
+      capacity: { max_init_workers: 1, max_run_workers: 1, max_postrun_workers: 1 },
+      sessions: held(),
+    }),
+    heartbeat: () => ({ type: 'heartbeat', metrics: {} }),
+    onMessage: () => {},
+    onRegistered: () => {
+      registered++
+    },
+    log: (event, fields = {}) => events.push({ event, fields }),
+    backoff: { baseMs: 10, maxMs: 50 },
+  })
+  cleanups.push(() => conn.close('shutdown'))
+  return { conn, events, registeredCount: () => registered }
+}
+
+async function until(check: () => boolean, label: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${label}`)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+function stateDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'rollgate-conn-'))
+  cleanups.push(() => rmSync(dir, { recursive: true, force: true }))
+  return join(dir, 'state')
+}
+
+describe('edge connection', () => {
+  it('enrols (secret kept 0600), then sends it and what it holds on every reconnect', async () => {
+    const edge = await fakeEdge({ secret: 'minted-secret' })
+    const dir = stateDir()
+    const { conn, registeredCount } = connection(edge.port, dir, () => [{ session_id: 'ses_1', status: 'RUNNING' }])
+    conn.start()
+    await conn.whenRegistered()
+    const file = join(dir, 'r1.secret')
+    expect(readFileSync(file, 'utf8').trim()).toBe('minted-secret')
+    expect(statSync(file).mode & 0o777).toBe(0o600)
+    expect(edge.connections[0]?.secret).toBeUndefined()
+    for (const client of edge.wss.clients) client.terminate() // abnormal close: reconnect
+    await until(() => registeredCount() === 2, 'second registration')
+    expect(edge.connections[1]?.secret).toBe('minted-secret')
+    expect(edge.connections[1]?.registers[0]).toMatchObject({ sessions: [{ session_id: 'ses_1', status: 'RUNNING' }] })
+  })
+
+  it('a rejected secret (401) is reported with the way out and retried with backoff', async () => {
+    const edge = await fakeEdge({ secret: 'x', rejectSecret: 'stale' })
+    const dir = stateDir()
+    new SecretStore(dir, 'r1').write('stale')
+    const { conn, events } = connection(edge.port, dir)
+    conn.start()
+    await until(() => events.filter((entry) => entry.event === 'edge.connect_failed').length >= 3, 'three failed attempts')
+    expect(String(events.find((entry) => entry.event === 'edge.connect_failed')?.fields.error)).toMatch(/HTTP 401.*credential to re-enrol/)
+    expect(edge.connections).toHaveLength(0)
+  })
+
+  it('a silent (half-open) link is declared dead and replaced', async () => {
+    const edge = await fakeEdge({ secret: 's' })
+    const tcp = await proxy(edge.port)
+    const { conn, events, registeredCount } = connection(tcp.port, stateDir())
+    conn.start()
+    await conn.whenRegistered()
+    tcp.blackhole()
+    await until(() => events.some((entry) => entry.event === 'edge.silent'), 'silence detected')
+    await until(() => registeredCount() === 2, 're-registration over a fresh connection')
+    expect(conn.registered).toBe(true)
+  })
+})
