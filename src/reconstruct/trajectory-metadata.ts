@@ -2,7 +2,8 @@
  * @module
  * Trajectory-level metadata shared by both builders (Polar §16.2): `builder, session_id, task_id,
  * api_type, model_requested, model_used, record_count, task_metadata, trace_count`, plus
- * `group_id`, `policy_version`, `rollout_step` lifted from the task metadata when present.
+ * `group_id`, `policy_version`, `rollout_step` lifted from the task metadata when present, and
+ * Rollgate's `capture_timing` (from the log: first call start, last call end, model time).
  */
 import { type CompletionRecord, POLAR_API_TYPE } from '../contract/completion-record.ts'
 
@@ -51,6 +52,33 @@ export function resolveSession(records: readonly CompletionRecord[], session: Se
   }
 }
 
+/**
+ * When the session's model calls happened, from the records' own timing: `first_completion_at`
+ * (earliest call start), `last_completion_at` (latest call end = start + total), `wall_ms` between
+ * them, `model_ms` (summed engine time) and `completions`. Null without records.
+ */
+export function captureTiming(records: readonly CompletionRecord[]) {
+  let first = Number.POSITIVE_INFINITY
+  let last = Number.NEGATIVE_INFINITY
+  let modelMs = 0
+  for (const record of records) {
+    if (record.timing === undefined) continue
+    const start = Date.parse(record.timing.started_at)
+    if (!Number.isFinite(start)) continue
+    first = Math.min(first, start)
+    last = Math.max(last, start + Math.max(0, record.timing.total_ms))
+    modelMs += Math.max(0, record.timing.upstream_ms)
+  }
+  if (!Number.isFinite(first)) return null
+  return {
+    first_completion_at: new Date(first).toISOString(),
+    last_completion_at: new Date(last).toISOString(),
+    wall_ms: last - first,
+    model_ms: Math.round(modelMs * 1000) / 1000,
+    completions: records.length,
+  }
+}
+
 /** Polar's trajectory metadata, in Polar's key order. */
 export function trajectoryMetadata(
   builder: string,
@@ -71,5 +99,6 @@ export function trajectoryMetadata(
     task_metadata: resolved.task_metadata,
     trace_count: traceCount,
     ...schedulerMetadata(resolved.task_metadata),
+    capture_timing: captureTiming(records),
   }
 }

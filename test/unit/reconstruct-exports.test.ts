@@ -68,14 +68,28 @@ const merged = () =>
   })
 
 describe('Polar results', () => {
-  it('SessionResult parses with the contract; status from the trajectory; default timing', () => {
+  it('SessionResult parses with the contract; status from the trajectory; timing from the log outside a task', () => {
     const result = toSessionResult(merged())
     expect(sessionResultSchema.parse(result)).toEqual(result)
+    // Both calls start at 00:00:00.000 and take 2 ms (makeRecord): run_ms is the span of the calls.
+    expect(result.trajectory.metadata.capture_timing).toEqual({
+      first_completion_at: '2026-01-01T00:00:00.000Z',
+      last_completion_at: '2026-01-01T00:00:00.002Z',
+      wall_ms: 2,
+      model_ms: 2,
+      completions: 2,
+    })
+    expect(toSessionResult(merged(), { timing: { init_ms: 5 } }).timing).toEqual({
+      register_to_init_queue_ms: 0,
+      init_ms: 5,
+      run_ms: 0,
+      postrun_ms: 0,
+    })
     expect(result).toMatchObject({
       session_id: 'sess-1',
       task_id: 'task-1',
       status: 'COMPLETED',
-      timing: { register_to_init_queue_ms: 0, init_ms: 0, run_ms: 0, postrun_ms: 0 },
+      timing: { register_to_init_queue_ms: 0, init_ms: 0, run_ms: 2, postrun_ms: 0 },
       node_id: null,
       error: null,
       metadata: session.metadata,

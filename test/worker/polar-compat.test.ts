@@ -78,6 +78,17 @@ describe('GET /v1/sessions/:id/completions?format=polar', () => {
         edge.traces.map((t) => [t.prompt_ids, t.response_ids, t.loss_mask, t.response_logprobs]),
       )
     }
+    // A session outside a task: timing from its log, no runner (node_id null).
+    const result = (await (
+      await SELF.fetch(`${EDGE}/v1/sessions/polar-rec-1/trajectory?format=session_result`, { headers: ADMIN })
+    ).json()) as {
+      timing: { run_ms: number }
+      node_id: string | null
+      trajectory: { metadata: { capture_timing: { completions: number; wall_ms: number } } }
+    }
+    expect(result.node_id).toBeNull()
+    expect(result.trajectory.metadata.capture_timing.completions).toBe(5)
+    expect(result.timing.run_ms).toBe(result.trajectory.metadata.capture_timing.wall_ms)
     const bad = await SELF.fetch(`${EDGE}/v1/sessions/polar-rec-1/completions?format=xml`, { headers: ADMIN })
     expect(bad.status).toBe(400)
   })

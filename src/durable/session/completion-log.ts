@@ -127,6 +127,8 @@ export interface CompletionHeader {
   model_used: string
   status: string
   trainable: boolean
+  /** When the call started and how long it took (`capture_timing` of a streamed trajectory). */
+  timing: CompletionRecord['timing']
 }
 
 export interface StorageStats {
@@ -317,10 +319,10 @@ export class CompletionLog {
   /** The small fields of every record (no tokens, no bodies), in arrival order. */
   headers(): CompletionHeader[] {
     return this.#sql
-      .all<Omit<CompletionHeader, 'trainable'> & { trainable: number }>(
-        'SELECT seq, completion_id, created_at AS timestamp, api, agent, model_requested, model_used, status, trainable FROM rg_completions ORDER BY seq',
+      .all<Omit<CompletionHeader, 'trainable' | 'timing'> & { trainable: number; timing: string }>(
+        'SELECT seq, completion_id, created_at AS timestamp, api, agent, model_requested, model_used, status, trainable, timing FROM rg_completions ORDER BY seq',
       )
-      .map((row) => ({ ...row, trainable: row.trainable === 1 }))
+      .map((row) => ({ ...row, trainable: row.trainable === 1, timing: JSON.parse(row.timing) }))
   }
 
   async getById(completionId: string): Promise<CompletionRecord | null> {

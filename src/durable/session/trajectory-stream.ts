@@ -77,7 +77,9 @@ export async function* trajectoryChunks(
     if (format === 'session_result') {
       const taskMetadata = shell.metadata.task_metadata
       const metadata = taskMetadata !== null && typeof taskMetadata === 'object' ? taskMetadata : {}
-      yield `,"timing":{"register_to_init_queue_ms":0,"init_ms":0,"run_ms":0,"postrun_ms":0},"node_id":null,"error":${JSON.stringify(shell.error)},"metadata":${JSON.stringify(metadata)}}`
+      // Outside a task there are no lifecycle stages: run_ms is the span of the model calls (as `toSessionResult`).
+      const wall = (shell.metadata.capture_timing as { wall_ms?: number } | null | undefined)?.wall_ms ?? 0
+      yield `,"timing":{"register_to_init_queue_ms":0,"init_ms":0,"run_ms":${wall},"postrun_ms":0},"node_id":null,"error":${JSON.stringify(shell.error)},"metadata":${JSON.stringify(metadata)}}`
     }
     return
   }

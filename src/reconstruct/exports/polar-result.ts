@@ -21,7 +21,9 @@ export interface SessionResultOptions {
   task_id?: string
   /** Defaults to the trajectory status (`COMPLETED` / `ERROR` / `TIMEOUT`). */
   status?: SessionStatus
+  /** Rollout sessions pass their lifecycle timing; otherwise `run_ms` is the span of the model calls. */
   timing?: Partial<SessionTiming>
+  /** The runner that ran a rollout session; null for a session outside a task (no runner ran it). */
   node_id?: string | null
   error?: string | null
   /** Session metadata; defaults to the trajectory's `task_metadata`. */
@@ -38,6 +40,15 @@ function stringOrNull(value: unknown): string | null {
   return typeof value === 'string' ? value : null
 }
 
+/**
+ * A session outside a task has no lifecycle stages: its `run_ms` is the span of its model calls
+ * (`metadata.capture_timing.wall_ms`, first call start to last call end); the other stages are 0.
+ */
+function timingFromCapture(capture: unknown): Partial<SessionTiming> {
+  const wall = (capture as { wall_ms?: unknown } | null | undefined)?.wall_ms
+  return typeof wall === 'number' && Number.isFinite(wall) ? { run_ms: wall } : {}
+}
+
 export function toSessionResult(trajectory: Trajectory, options: SessionResultOptions = {}): SessionResult {
   const meta = trajectory.metadata
   const sessionId = options.session_id ?? stringOrNull(meta.session_id)
@@ -49,7 +60,7 @@ export function toSessionResult(trajectory: Trajectory, options: SessionResultOp
     task_id: taskId,
     status: options.status ?? trajectory.status,
     trajectory,
-    timing: options.timing ?? {},
+    timing: options.timing ?? timingFromCapture(meta.capture_timing),
     node_id: options.node_id ?? null,
     error: options.error ?? trajectory.error,
     metadata: options.metadata ?? (taskMetadata !== null && typeof taskMetadata === 'object' ? taskMetadata : {}),
