@@ -34,7 +34,7 @@ function deepestIssue(issues: readonly z.core.$ZodIssue[], prefix: PropertyKey[]
   let best: FlatIssue | null = null
   for (const issue of issues) {
     const path = [...prefix, ...issue.path]
-    let candidate: FlatIssue = { path, message: issue.message }
+    let candidate: FlatIssue = { path, message: issue.code === 'invalid_union' ? unionMessage(issue) : issue.message }
     if (issue.code === 'invalid_union' && issue.errors.length > 0) {
       for (const branch of issue.errors) {
         const inner = deepestIssue(branch, path)
@@ -44,4 +44,21 @@ function deepestIssue(issues: readonly z.core.$ZodIssue[], prefix: PropertyKey[]
     if (!best || candidate.path.length > best.path.length) best = candidate
   }
   return best
+}
+
+/**
+ * A union whose every branch failed on the value's type reads `expected string or number, received boolean`
+ * (zod's own message for it is a bare "Invalid input").
+ */
+function unionMessage(issue: z.core.$ZodIssueInvalidUnion): string {
+  const expected: string[] = []
+  let received: string | null = null
+  for (const branch of issue.errors) {
+    const top = branch.length === 1 ? branch[0] : undefined
+    if (top?.code !== 'invalid_type' || top.path.length > 0) return issue.message
+    if (!expected.includes(top.expected)) expected.push(top.expected)
+    received ??= /received (\w+)/.exec(top.message)?.[1] ?? null
+  }
+  if (expected.length === 0) return issue.message
+  return `expected ${expected.join(' or ')}${received ? `, received ${received}` : ''}`
 }

@@ -22,7 +22,12 @@ describe('task submission', () => {
   it('expands num_samples sessions, each REGISTERED in its own SessionObject and queued at the hub', async () => {
     const res = await submit(taskBody('fanout-1', { num_samples: 4, metadata: { group_id: 'g1', policy_version: 3 } }))
     expect(res.status).toBe(200)
-    expect(await res.json()).toMatchObject({ task_id: 'fanout-1', status: 'running' })
+    // No runner is connected: accepted, and the answer says the sessions will wait.
+    expect(await res.json()).toMatchObject({
+      task_id: 'fanout-1',
+      status: 'running',
+      warnings: [{ code: 'no_runner_connected', message: expect.stringContaining('wait in REGISTERED') }],
+    })
 
     const status = await taskStatus('fanout-1')
     expect(status).toMatchObject({
@@ -84,6 +89,7 @@ describe('task submission', () => {
     expect(polar.status).toBe(200)
     expect(((await polar.json()) as { warnings: { code: string; message: string }[] }).warnings).toEqual([
       { code: 'builder_config_ignored', message: expect.stringContaining('config.tokenizer_name_or_path') },
+      { code: 'no_runner_connected', message: expect.any(String) },
     ])
     expect((await SELF.fetch(`${EDGE}/rollout/task/never-submitted`, { headers: ADMIN })).status).toBe(404)
   })
@@ -109,7 +115,14 @@ describe('cancellation', () => {
   it('DELETE /rollout/task/:id ends every session with ERROR, writes the results and the TaskResult to R2', async () => {
     expect((await submit(taskBody('cancel-1', { num_samples: 3, metadata: { group_id: 'gc' } }))).status).toBe(200)
     const res = await SELF.fetch(`${EDGE}/rollout/task/cancel-1`, { method: 'DELETE', headers: ADMIN })
-    expect(await res.json()).toMatchObject({ task_id: 'cancel-1', cancelled: true })
+    // The answer is the state after cancelling: every session ended, the task failed (not "running").
+    expect(await res.json()).toMatchObject({
+      task_id: 'cancel-1',
+      cancelled: true,
+      status: 'failed',
+      completed_sessions: 3,
+      total_sessions: 3,
+    })
     const status = await eventually(async () => {
       const current = await taskStatus('cancel-1')
       expect(current.status).toBe('failed')

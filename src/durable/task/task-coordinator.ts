@@ -320,7 +320,18 @@ export class TaskCoordinator {
           console.error('cancel failed', sessionId, error)
           return null
         })
-      if (!outcome || outcome.ok) return
+      if (!outcome) return
+      if (outcome.ok) {
+        // Take its result now when the session has it (the hand-off would bring it later), so the cancel answers
+        // with the task's state after cancelling rather than "running".
+        const result = await this.#deps
+          .session(sessionId)
+          .result()
+          .catch(() => null)
+        const run = this.#deps.store.run()
+        if (result && run) await this.sessionResolved(run.run_id, result).catch(() => null)
+        return
+      }
       // Never registered (cancelled before dispatch): nothing will report back, so resolve it here.
       if (outcome.status === null) {
         await this.#resolveLocally(sessionId, reason)

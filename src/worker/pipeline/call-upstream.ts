@@ -49,7 +49,8 @@ export async function callUpstream(call: UpstreamCall): Promise<UpstreamOutcome>
     if (timeout.aborted && !aborted) {
       return fail(504, 'timeout', `upstream did not answer within ${call.timeoutMs} ms`, elapsed(), false)
     }
-    const reason = aborted ? 'client disconnected' : `upstream unreachable: ${(error as Error).message}`
+    // workerd says "Network connection lost." for a refused connection: name the engine it could not reach.
+    const reason = aborted ? 'client disconnected' : `engine unreachable at ${call.upstream.url} (${(error as Error).message})`
     return fail(502, 'upstream', reason, elapsed(), aborted)
   }
   let json: unknown

@@ -22,6 +22,7 @@ import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { edgeConfig } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import { evaluatorWarnings } from '../pipeline/evaluator-warnings.ts'
+import { runnerWarnings } from '../pipeline/runner-warnings.ts'
 import { parseJsonBody, readBodyText } from '../pipeline/read-body.ts'
 import { hubStub, sessionRolloutStub, taskStub } from '../pipeline/rollout-stubs.ts'
 import { requireAdmin } from './require-admin.ts'
@@ -47,8 +48,10 @@ for (const path of ['/rollout/task/submit', '/v1/tasks']) {
       upstream: { url: config.upstreamUrl, kind: config.upstreamKind, served_model: config.servedModel },
     })
     if (!outcome.ok) throw new GatewayError(409, 'invalid_request', `task ${request.task_id} is still running`, 'task_id')
-    const evaluator = request.evaluator ? evaluatorWarnings(request, (await hubStub(c.env).status()).nodes.nodes) : []
-    return c.json({ task_id: request.task_id, status: 'running' as const, warnings: [...warnings, ...evaluator] })
+    const runners = (await hubStub(c.env).status()).nodes.nodes
+    const runner = runnerWarnings(Boolean(c.env.ROLLGATE_RUNNER_TOKEN), runners, request.timeout_seconds)
+    const evaluator = request.evaluator ? evaluatorWarnings(request, runners) : []
+    return c.json({ task_id: request.task_id, status: 'running' as const, warnings: [...warnings, ...runner, ...evaluator] })
   })
 }
 
@@ -61,10 +64,13 @@ for (const path of ['/rollout/task/:id', '/v1/tasks/:id']) {
   })
 }
 
+/** Cancel, then answer the task's status as it is after cancelling (its `TaskStatus`, results omitted). */
 rollout.delete('/rollout/task/:id', requireAdmin, async (c) => {
-  const outcome = await taskStub(c.env, c.req.param('id')).cancel('task cancelled')
+  const task = taskStub(c.env, c.req.param('id'))
+  const outcome = await task.cancel('task cancelled')
   if (!outcome) throw new GatewayError(404, 'not_found', `task ${c.req.param('id')} not found`)
-  return c.json({ task_id: c.req.param('id'), ...outcome })
+  const status = await task.status(false)
+  return c.json({ ...status, task_id: c.req.param('id'), cancelled: true })
 })
 
 rollout.get('/rollout/session/:id', requireAdmin, async (c) => {

@@ -113,7 +113,11 @@ describe('callUpstream', () => {
       timeoutMs: 1000,
       fetch: fetchReturning(new TypeError('socket hang up')),
     })
-    expect(reset).toMatchObject({ ok: false, error: { status: 502, kind: 'upstream' }, aborted: false })
+    expect(reset).toMatchObject({
+      ok: false,
+      error: { status: 502, kind: 'upstream', message: 'engine unreachable at http://127.0.0.1:9 (socket hang up)' },
+      aborted: false,
+    })
     const garbled = await callUpstream({
       upstream,
       body: '{}',
