@@ -2,7 +2,8 @@
  * @module
  * `npm run demo`: a real rollout on one machine. Starts the stand-in engine (real Qwen3 tokenizer and chat
  * template, the `solver` policy that fixes the `fix-stats` task through a harness's own tools), the edge
- * (`wrangler dev`, local persistence in `.state/demo`), and a local `rollgate runner` (bubblewrap sandbox,
+ * (`wrangler dev`, local persistence in `.state/demo`), and a local `rollgate runner` (bubblewrap sandbox, its
+ * state and session dirs in `.state/demo/runner`,
  * inference tunnelled edge → runner → engine); submits `tasks/fix-stats` with N samples on the default harness
  * (`--harness`, `--samples`); shows sessions per stage live; prints a summary table (status, reward, model
  * calls, traces per builder, merged-turn ratio, compression vs per_request); writes slime / NeMo Gym / SFT
@@ -10,8 +11,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs } from 'node:util'
@@ -112,8 +112,8 @@ async function main(): Promise<number> {
   cleanups.push(() => edge.stop())
   say(`edge    ${edge.url}  (wrangler dev: workerd, Durable Objects with SQLite, R2 in ${persistTo})`)
 
-  const stateDir = mkdtempSync(join(tmpdir(), 'rollgate-demo-runner-'))
-  cleanups.push(async () => rmSync(stateDir, { recursive: true, force: true }))
+  // The runner's state (its per-runner secret, session dirs with their logs) lives next to the edge's.
+  const stateDir = join(persistTo, 'runner')
   const maxRun = values['max-run'] ?? '2'
   runner = spawn(
     process.execPath,
@@ -202,7 +202,7 @@ async function main(): Promise<number> {
   const solved = results.filter((result) => result.status === 'COMPLETED' && result.trajectory.traces[0]?.reward === 1).length
   say(
     `\n${solved}/${results.length} solved · task ${status.status} · ${((Date.now() - started) / 1000).toFixed(0)} s` +
-      `\ntrajectories in local R2 (${persistTo}): rollout/task_${taskId}/` +
+      `\ntrajectories in local R2 (${persistTo}): rollout/task_${taskId}/; session dirs and logs: ${join(stateDir, 'sessions')}` +
       `\nexports: ${join(values.out ?? 'out', 'slime.jsonl')}, ${join(values.out ?? 'out', 'nemo-gym.jsonl')}, ${join(values.out ?? 'out', 'sft.jsonl')} (runner log: ${join(values.out ?? 'out', 'runner.log')})`,
   )
   return status.status === 'completed' ? 0 : 1

@@ -1,0 +1,93 @@
+/**
+ * `npm run demo` for real (engine, `wrangler dev`, the runner with the bubblewrap runtime, the default harness
+ * solving `tasks/fix-stats`), with one sample to stay quick: it solves the task, prints the summary, writes the
+ * three exports, and leaves no process behind; interrupted with SIGINT it stops everything and exits 130.
+ */
+import { spawn } from 'node:child_process'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { afterAll, describe, expect, it } from 'vitest'
+
+const DEMO = fileURLToPath(new URL('../../scripts/demo.ts', import.meta.url))
+const scratch = mkdtempSync(join(tmpdir(), 'rollgate-demo-test-'))
+afterAll(async () => {
+  // Whatever the demo left behind under this test's scratch dir (only on failure) ends with the test.
+  for (const line of await processesMentioning(scratch)) {
+    const pid = Number(line.trim().split(/\s+/)[0])
+    if (pid > 0 && pid !== process.pid) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // already gone
+      }
+    }
+  }
+  rmSync(scratch, { recursive: true, force: true })
+})
+
+function runDemo(name: string, onLine?: (line: string, child: ReturnType<typeof spawn>) => void) {
+  const child = spawn(
+    process.execPath,
+    [DEMO, '--samples', '1', '--out', join(scratch, name, 'out'), '--persist-to', join(scratch, name, 'state')],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  )
+  let stdout = ''
+  let stderr = ''
+  child.stdout?.on('data', (chunk: Buffer) => {
+    const text = chunk.toString()
+    stdout += text
+    for (const line of text.split('\n')) if (line) onLine?.(line, child)
+  })
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString()
+  })
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  return { child, exited, output: () => `${stdout}\n--- stderr ---\n${stderr.slice(-3000)}` }
+}
+
+/** Processes whose command line mentions `marker` (what the demo started under this test's scratch dir). */
+async function processesMentioning(marker: string): Promise<string[]> {
+  const ps = spawn('ps', ['-eo', 'pid,args'], { stdio: ['ignore', 'pipe', 'ignore'] })
+  let text = ''
+  ps.stdout?.on('data', (chunk: Buffer) => {
+    text += chunk.toString()
+  })
+  await new Promise((resolve) => ps.once('exit', resolve))
+  return text.split('\n').filter((line) => line.includes(marker) && !line.includes(' ps -eo'))
+}
+
+describe('npm run demo', () => {
+  it('runs a real rollout: solved, summary table, exports in ./out, nothing left running', async () => {
+    const demo = runDemo('full')
+    const code = await demo.exited
+    const output = demo.output()
+    expect(code, output).toBe(0)
+    expect(output).toMatch(/session\s+status\s+reward\s+calls\s+per_request\s+prefix_merging\s+merged\s+compression/)
+    expect(output).toMatch(/COMPLETED\s+1\s+\d+/)
+    expect(output).toContain('1/1 solved')
+    for (const file of ['slime.jsonl', 'nemo-gym.jsonl', 'sft.jsonl']) {
+      const lines = readFileSync(join(scratch, 'full', 'out', file), 'utf8')
+        .trim()
+        .split('\n')
+      expect(lines.length, file).toBeGreaterThanOrEqual(1)
+      for (const line of lines) expect(() => JSON.parse(line)).not.toThrow()
+    }
+    expect(await processesMentioning(join(scratch, 'full'))).toEqual([])
+  })
+
+  it('Ctrl-C stops the runner, the edge and the engine, and exits 130', async () => {
+    let sent = false
+    const demo = runDemo('interrupted', (line, child) => {
+      if (!sent && line.startsWith('task ')) {
+        sent = true
+        child.kill('SIGINT')
+      }
+    })
+    const code = await demo.exited
+    expect(sent, demo.output()).toBe(true)
+    expect(code, demo.output()).toBe(130)
+    expect(await processesMentioning(join(scratch, 'interrupted'))).toEqual([])
+  })
+})
