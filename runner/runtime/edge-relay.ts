@@ -12,7 +12,7 @@
 import { rm } from 'node:fs/promises'
 import { createServer as createHttpServer, type IncomingMessage, type Server as HttpServer } from 'node:http'
 import { request as httpsRequest } from 'node:https'
-import { connect, createServer, type Server, type Socket } from 'node:net'
+import { connect, createServer, isIP, type Server, type Socket } from 'node:net'
 import { connect as tlsConnect } from 'node:tls'
 
 export interface EdgeRelay {
@@ -20,12 +20,17 @@ export interface EdgeRelay {
   close(): Promise<void>
 }
 
-export async function startEdgeRelay(socketPath: string, edgeUrl: string): Promise<EdgeRelay> {
+export interface EdgeRelayOptions {
+  /** Extra trusted CA for an `https:` edge (tests; production edges use the system store / NODE_EXTRA_CA_CERTS). */
+  ca?: string | Buffer
+}
+
+export async function startEdgeRelay(socketPath: string, edgeUrl: string, options: EdgeRelayOptions = {}): Promise<EdgeRelay> {
   const url = new URL(edgeUrl)
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`edge URL must be http(s): ${edgeUrl}`)
   await rm(socketPath, { force: true })
   const sockets = new Set<Socket>()
-  const server: Server | HttpServer = url.protocol === 'http:' ? tcpRelay(url, sockets) : httpsRelay(url, sockets)
+  const server: Server | HttpServer = url.protocol === 'http:' ? tcpRelay(url, sockets) : httpsRelay(url, sockets, options.ca)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(socketPath, () => resolve())
@@ -64,6 +69,11 @@ function tcpRelay(url: URL, sockets: Set<Socket>): Server {
   })
 }
 
+/** SNI only for host names (RFC 6066 forbids IP addresses there). */
+function serverName(url: URL): { servername?: string } {
+  return isIP(url.hostname) ? {} : { servername: url.hostname }
+}
+
 function forwardedHeaders(request: IncomingMessage, url: URL): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = {}
   for (const [name, value] of Object.entries(request.headers)) if (value !== undefined) headers[name] = value
@@ -71,16 +81,17 @@ function forwardedHeaders(request: IncomingMessage, url: URL): Record<string, st
   return headers
 }
 
-function httpsRelay(url: URL, sockets: Set<Socket>): HttpServer {
+function httpsRelay(url: URL, sockets: Set<Socket>, ca: string | Buffer | undefined): HttpServer {
   const server = createHttpServer((request, response) => {
     const upstream = httpsRequest(
       {
         host: url.hostname,
         port: edgePort(url),
-        servername: url.hostname,
+        ...serverName(url),
         method: request.method,
         path: request.url,
         headers: forwardedHeaders(request, url),
+        ...(ca ? { ca } : {}),
       },
       (answer) => {
         response.writeHead(answer.statusCode ?? 502, answer.rawHeaders)
@@ -96,7 +107,7 @@ function httpsRelay(url: URL, sockets: Set<Socket>): HttpServer {
   })
   server.on('connection', (socket: Socket) => track(sockets, socket))
   server.on('upgrade', (request: IncomingMessage, inbound: Socket, head: Buffer) => {
-    const outbound = tlsConnect({ host: url.hostname, port: edgePort(url), servername: url.hostname }, () => {
+    const outbound = tlsConnect({ host: url.hostname, port: edgePort(url), ...serverName(url), ...(ca ? { ca } : {}) }, () => {
       const lines = [`${request.method} ${request.url} HTTP/1.1`]
       for (const [name, value] of Object.entries(forwardedHeaders(request, url))) {
         for (const item of Array.isArray(value) ? value : [value]) lines.push(`${name}: ${item}`)
