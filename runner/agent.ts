@@ -165,7 +165,7 @@ export class RunnerAgent {
         this.options.log('edge.registered', { keep: message.keep.length, drop: message.drop.length })
         for (const sessionId of message.drop) {
           this.#outbox.delete(sessionId)
-          this.pipeline.cancel(sessionId, 'drop', 'the edge no longer assigns it to this runner')
+          this.pipeline.cancel(sessionId, 'drop')
         }
         if (this.#draining) this.connection.send({ type: 'drain' })
         break

@@ -1,0 +1,213 @@
+/**
+ * The runner agent's protocol duties against a scripted edge (a real `ws` server): acknowledge and run
+ * assignments reporting each status, refuse new work while draining, keep a result that finished while the
+ * link was down (listed as held at re-registration, sent once registered), and stop silently what the edge
+ * drops after a reconnect.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, describe, expect, it } from 'vitest'
+import { type WebSocket, WebSocketServer } from 'ws'
+import { RunnerAgent } from '../../../runner/agent.ts'
+import type { StageHandlers } from '../../../runner/pools/pipeline.ts'
+import type { SessionJob } from '../../../runner/session/session-flow.ts'
+import type { RunnerMessageInput, SessionAssignment } from '../../../src/contract/runner-protocol.ts'
+import { flush, ManualStages } from './manual-stages.ts'
+
+const cleanups: (() => Promise<void> | void)[] = []
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()
+})
+
+interface Edge {
+  port: number
+  received: RunnerMessageInput[]
+  socket(): WebSocket
+  send(message: Record<string, unknown>): void
+  /** What `registered` answers next: which reported sessions to drop. */
+  dropNext: string[]
+  connections: number
+}
+
+async function scriptedEdge(): Promise<Edge> {
+  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' })
+  await new Promise<void>((resolve) => wss.once('listening', () => resolve()))
+  let current: WebSocket | null = null
+  const edge: Edge = {
+    port: 0,
+    received: [],
+    dropNext: [],
+    connections: 0,
+    socket: () => current as WebSocket,
+    send: (message) => current?.send(JSON.stringify(message)),
+  }
+  wss.on('connection', (ws) => {
+    current = ws
+    edge.connections++
+    ws.on('message', (data) => {
+      const message = JSON.parse(String(data)) as RunnerMessageInput
+      edge.received.push(message)
+      if (message.type === 'register') {
+        const reported = message.sessions?.map((entry) => entry.session_id) ?? []
+        const drop = reported.filter((id) => edge.dropNext.includes(id))
+        ws.send(
+          JSON.stringify({
+            type: 'registered',
+            protocol_version: 1,
+            runner_id: 'r1',
+            heartbeat_interval_ms: 60_000,
+            keep: reported.filter((id) => !drop.includes(id)),
+            drop,
+          }),
+        )
+      }
+    })
+  })
+  const address = wss.address()
+  edge.port = typeof address === 'object' && address ? address.port : 0
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const client of wss.clients) client.terminate()
+        wss.close(() => resolve())
+      }),
+  )
+  return edge
+}
+
+function assignment(id: string): SessionAssignment {
+  return {
+    session_id: id,
+    task_id: 't',
+    run_id: 'run',
+    index: 0,
+    token: 'tok',
+    instruction: 'do it',
+    runtime: null,
+    agent: {
+      harness: 'shell',
+      import_path: null,
+      model_name: null,
+      settings: {},
+      env: {},
+      mcp_servers: [],
+      skills_path: null,
+      custom_shell: { command: 'true' },
+    },
+    builder: { strategy: 'per_request', config: {} },
+    evaluator: null,
+    metadata: {},
+    timeout_seconds: 600,
+    agent_timeout_seconds: null,
+    dispatch_priority: 0,
+    base_urls: { openai: 'http://edge/v1', anthropic: 'http://edge', google: 'http://edge' },
+    env: {},
+    route: 'direct',
+  } as SessionAssignment
+}
+
+async function until(check: () => boolean, label: string): Promise<void> {
+  const deadline = Date.now() + 10_000
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${label}`)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+async function start(edge: Edge) {
+  const dir = mkdtempSync(join(tmpdir(), 'rollgate-agent-'))
+  const stages = new ManualStages()
+  const agent = new RunnerAgent({
+    edgeUrl: `http://127.0.0.1:${edge.port}`,
+    token: 't',
+    runnerId: 'r1',
+    stateDir: dir,
+    upstreamUrl: null,
+    servedModel: null,
+    capacity: { max_init_workers: 2, max_run_workers: 2, max_postrun_workers: 2, ready_buffer: 2 },
+    handlers: stages as unknown as StageHandlers<SessionJob, unknown>,
+    log: () => {},
+    backoff: { baseMs: 10, maxMs: 30 },
+  })
+  cleanups.push(async () => {
+    agent.pipeline.shutdown()
+    for (const step of [...stages.pending]) step.fail()
+    await agent.connection.close('shutdown')
+    rmSync(dir, { recursive: true, force: true })
+  })
+  await agent.start()
+  await agent.registered()
+  return { agent, stages }
+}
+
+const of = (edge: Edge, type: string, id?: string) =>
+  edge.received.filter((message) => message.type === type && (id === undefined || ('session_id' in message && message.session_id === id)))
+
+describe('runner agent protocol', () => {
+  it('acks an assignment and reports INITIALIZING → READY → RUNNING, then session.finished', async () => {
+    const edge = await scriptedEdge()
+    const { stages } = await start(edge)
+    edge.send({ type: 'assign', session: assignment('s1') })
+    await until(() => of(edge, 'session.status', 's1').length === 1, 'INITIALIZING')
+    expect(of(edge, 'ack', 's1')).toEqual([{ type: 'ack', session_id: 's1', accepted: true }])
+    stages.step('s1', 'init').succeed()
+    await until(() => of(edge, 'session.status', 's1').length === 3, 'READY, RUNNING')
+    stages.step('s1', 'run').succeed()
+    await until(() => stages.pending.some((step) => step.id === 's1' && step.kind === 'postrun'), 'POSTRUN')
+    stages.step('s1', 'postrun').succeed()
+    await until(() => of(edge, 'session.finished', 's1').length === 1, 'finished')
+    expect(of(edge, 'session.status', 's1').map((message) => (message as { status: string }).status)).toEqual([
+      'INITIALIZING',
+      'READY',
+      'RUNNING',
+    ])
+    expect(of(edge, 'session.finished', 's1')[0]).toMatchObject({
+      agent_result: { status: 'completed' },
+      eval_result: { outcome_reward: 1 },
+      error: null,
+    })
+  })
+
+  it('a result that finished while the link was down is reported as held at re-registration, then sent', async () => {
+    const edge = await scriptedEdge()
+    const { stages } = await start(edge)
+    edge.send({ type: 'assign', session: assignment('s2') })
+    await until(() => stages.pending.some((step) => step.id === 's2'), 'init started')
+    stages.step('s2', 'init').succeed()
+    await until(() => stages.pending.some((step) => step.id === 's2' && step.kind === 'run'), 'running')
+    edge.socket().terminate()
+    stages.step('s2', 'run').succeed()
+    await until(() => stages.pending.some((step) => step.id === 's2' && step.kind === 'postrun'), 'POSTRUN')
+    stages.step('s2', 'postrun').succeed()
+    await flush()
+    await until(() => edge.connections === 2 && of(edge, 'session.finished', 's2').length === 1, 'reported after reconnect')
+    const registers = of(edge, 'register') as Extract<RunnerMessageInput, { type: 'register' }>[]
+    expect(registers[1]?.sessions).toEqual([{ session_id: 's2', status: 'RUNNING' }])
+  })
+
+  it('drops silently what the edge no longer assigns after a reconnect; refuses assignments while draining', async () => {
+    const edge = await scriptedEdge()
+    const { agent, stages } = await start(edge)
+    edge.send({ type: 'assign', session: assignment('s3') })
+    await until(() => stages.pending.some((step) => step.id === 's3'), 'init started')
+    edge.dropNext = ['s3']
+    edge.socket().terminate()
+    await until(() => edge.connections === 2 && stages.step('s3', 'init').signal.aborted, 'dropped')
+    stages.step('s3', 'init').fail()
+    await agent.pipeline.idle()
+    expect(of(edge, 'session.finished', 's3')).toEqual([])
+
+    // Draining with a session still held: new assignments are refused, the held one finishes, then "drained".
+    edge.send({ type: 'assign', session: assignment('s5') })
+    await until(() => stages.pending.some((step) => step.id === 's5'), 's5 init started')
+    const drained = agent.drain()
+    await until(() => of(edge, 'drain').length === 1, 'drain sent')
+    edge.send({ type: 'assign', session: assignment('s4') })
+    await until(() => of(edge, 'ack', 's4').length === 1, 'refusal')
+    expect(of(edge, 'ack', 's4')[0]).toMatchObject({ accepted: false, reason: 'runner is draining' })
+    stages.step('s5', 'init').fail()
+    await drained
+    expect(of(edge, 'session.finished', 's5')[0]).toMatchObject({ error: 'init failed: init of s5 failed' })
+  })
+})
