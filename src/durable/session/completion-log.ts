@@ -169,6 +169,7 @@ export class CompletionLog {
     const existing = this.#sql.first<{ seq: number }>('SELECT seq FROM rg_completions WHERE completion_id = ?', input.completion_id)
     if (existing) return { seq: existing.seq, completion_id: input.completion_id, stored_bytes: 0, duplicate: true }
 
+    const requestText = input.request_delta ? applyTextDelta(input.original_text, input.request_delta) : input.request_text
     const seq = this.#allocateSeq()
     await this.#warm()
     const prompt = input.prompt_token_ids ?? EMPTY_TOKENS
@@ -176,8 +177,8 @@ export class CompletionLog {
     const original = base ? diffText(base.originalText, input.original_text) : { prefix: 0, suffix: 0, middle: input.original_text }
     // The body sent upstream is usually the harness's body with a few fields changed: code it against
     // that, unless the base's upstream body is closer (translated dialects).
-    const fromOriginal = diffText(input.original_text, input.request_text)
-    const fromParent = base ? diffText(base.requestText, input.request_text) : null
+    const fromOriginal = diffText(input.original_text, requestText)
+    const fromParent = base ? diffText(base.requestText, requestText) : null
     const requestBase = fromParent && fromParent.middle.length < fromOriginal.middle.length ? REQUEST_BASE_PARENT : REQUEST_BASE_ORIGINAL
     const request = requestBase === REQUEST_BASE_PARENT && fromParent ? fromParent : fromOriginal
     const logprobs = packLogprobs(input.response_logprobs)
@@ -249,7 +250,7 @@ export class CompletionLog {
       original.prefix,
       original.suffix,
       fields.original_middle as string | null,
-      input.request_text.length,
+      requestText.length,
       input.original_text.length,
       json.spilled,
       json.response_message,
@@ -268,9 +269,9 @@ export class CompletionLog {
       api: input.api,
       depth: base ? base.depth + 1 : 0,
       prompt: input.prompt_token_ids ?? EMPTY_TOKENS,
-      requestText: input.request_text,
+      requestText: requestText,
       originalText: input.original_text,
-      bytes: prompt.length * 4 + (input.request_text.length + input.original_text.length) * 2,
+      bytes: prompt.length * 4 + (requestText.length + input.original_text.length) * 2,
     })
     return { seq, completion_id: input.completion_id, stored_bytes: storedBytes, duplicate: false }
   }

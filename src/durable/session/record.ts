@@ -4,6 +4,7 @@
  * The served shape is `CompletionRecord` in `src/contract/completion-record.ts`.
  */
 import type { ApiId, CompletionStatus, ResponseMessage, UpstreamKind, Warning } from '../../contract/completion-record.ts'
+import type { TextDelta } from './text-delta.ts'
 
 export interface CompletionInput {
   completion_id: string
@@ -19,8 +20,13 @@ export interface CompletionInput {
   response_logprobs: Float64Array | null
   finish_reason: string | null
   stop_reason: string | number | null
-  /** The body sent upstream, as sent (JSON text). */
+  /** The body sent upstream, as sent (JSON text); empty when `request_delta` carries it. */
   request_text: string
+  /**
+   * The body sent upstream as a delta of `original_text` (the edge appends its capture keys to the harness's
+   * own bytes): the RPC then carries a large body once, not twice.
+   */
+  request_delta?: TextDelta | null
   /** The harness's raw body (JSON text). */
   original_text: string
   response_message: ResponseMessage | null

@@ -4,6 +4,7 @@
  */
 import type { CompletionStatus } from '../../contract/completion-record.ts'
 import type { CompletionInput } from '../../durable/session/record.ts'
+import type { TextDelta } from '../../durable/session/text-delta.ts'
 import type { ProviderAdapter } from '../../normalize/adapter.ts'
 import { samplingParams } from '../../normalize/engine/engine-request.ts'
 import type { ChatRequest, ParsedRequest } from '../../normalize/types.ts'
@@ -17,6 +18,8 @@ export interface CallFacts {
   completionId: string
   engineBody: ChatRequest
   requestText: string
+  /** `requestText` as a delta of `originalText`, when that is smaller (then sent instead of the text). */
+  requestDelta: TextDelta | null
   originalText: string
   startedAt: number
   startedClock: number
@@ -40,7 +43,8 @@ export function completionInput(facts: CallFacts, outcome: UpstreamOutcome, stat
     response_logprobs: completion?.responseLogprobs ? Float64Array.from(completion.responseLogprobs) : null,
     finish_reason: completion?.finishReason.raw ?? null,
     stop_reason: completion?.stopReason ?? null,
-    request_text: facts.requestText,
+    request_text: facts.requestDelta ? '' : facts.requestText,
+    request_delta: facts.requestDelta,
     original_text: facts.originalText,
     response_message: completion?.message ?? null,
     usage: completion

@@ -17,9 +17,11 @@ import { parseJsonBody, readBodyText } from './read-body.ts'
 import { resolvePreviousResponseBody, sessionCompletionLookup } from './resolve-previous-response.ts'
 import { authenticateSession } from './session-access.ts'
 import { type CallTarget, resolveCallTarget } from './call-target.ts'
+import { captureSize } from './capture-budget.ts'
+import { diffText } from '../../durable/session/text-delta.ts'
+import { GatewayError } from '../errors.ts'
 import type { SessionRolloutRpc } from '../../durable/session/session-rollout.ts'
 import { SESSION_CLOSED } from '../../durable/session/session-store.ts'
-import { GatewayError } from '../errors.ts'
 
 export interface ProxyContext {
   env: Env
@@ -62,13 +64,32 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
       message: `output budget ${JSON.stringify(clamped)} clamped to fit the engine's ${upstream.max_model_len}-token window`,
     })
   }
+  const requestText = engineRequestText(engineBody, { request: parsed.request, body, text: originalText }, engineOptions)
+  // The engine body usually is the harness's bytes plus a few keys: sent to the session as a delta, once.
+  const delta = diffText(originalText, requestText)
+  const requestDelta = delta.middle.length * 2 < requestText.length ? delta : null
+  const capture = captureSize({
+    originalText,
+    requestText,
+    requestDelta,
+    maxModelLen: upstream.max_model_len ?? null,
+    tokenData: upstream.kind !== 'openai',
+  })
+  if (capture.bytes > capture.limit) {
+    throw new GatewayError(
+      413,
+      'request_too_large',
+      `request too large to capture: its record could need ${(capture.bytes / 1048576).toFixed(1)} MiB (the body, the engine body and ids and logprobs for a ${capture.windowTokens}-token window), over the ${capture.limit / 1048576} MiB one capture can carry; the engine was not called`,
+    )
+  }
   const facts: CallFacts = {
     adapter,
     access,
     parsed,
     completionId: newCompletionId(),
     engineBody,
-    requestText: engineRequestText(engineBody, { request: parsed.request, body, text: originalText }, engineOptions),
+    requestText,
+    requestDelta,
     originalText,
     startedAt,
     startedClock,
@@ -162,7 +183,9 @@ function streamAnswer(
   }
 
   const run = async () => {
-    write(streamEncoder.start())
+    // First body bytes at once (the protocol's first frame, else its keep-alive): some harness idle timers
+    // start on the headers and count body silence, and the engine may take seconds before the answer.
+    write(streamEncoder.start() || streamEncoder.heartbeat())
     const heartbeat = setInterval(() => write(streamEncoder.heartbeat()), context.config.heartbeatMs)
     let outcome: UpstreamOutcome
     try {

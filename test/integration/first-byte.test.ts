@@ -1,0 +1,90 @@
+/**
+ * Every streaming answer sends body bytes at once, not at the first heartbeat (issue #10.4): with an engine
+ * that takes 3 s, the first body chunk of each of the four streaming APIs arrives long before the engine
+ * answers. The real Worker in Miniflare, the stand-in engine with `latencyMs: 3000`.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type EngineHandle, startEngine } from '../../engine/server.ts'
+import { type MiniflareEdge, startMiniflareEdge } from '../../scripts/lib/miniflare-edge.ts'
+
+const ENGINE_LATENCY_MS = 3000
+const ADMIN = { authorization: 'Bearer fb-admin', 'content-type': 'application/json' }
+let engine: EngineHandle
+let edge: MiniflareEdge
+let persistTo = ''
+let token = ''
+
+beforeAll(async () => {
+  engine = await startEngine({ port: 0, seed: 1, latencyMs: ENGINE_LATENCY_MS })
+  persistTo = mkdtempSync(join(tmpdir(), 'rollgate-first-byte-'))
+  edge = await startMiniflareEdge({
+    persistTo,
+    // The heartbeat stays at its default (5 s): the first bytes must not wait for it.
+    vars: { ROLLGATE_ADMIN_TOKEN: 'fb-admin', ROLLGATE_SIGNING_KEY: 'k', ROLLGATE_UPSTREAM_URL: engine.url },
+  })
+  const res = await fetch(`${edge.url}/v1/sessions`, { method: 'POST', headers: ADMIN, body: '{}' })
+  token = ((await res.json()) as { token: string }).token
+}, 120_000)
+
+afterAll(async () => {
+  await edge?.stop()
+  await engine?.close()
+  if (persistTo) rmSync(persistTo, { recursive: true, force: true })
+})
+
+const CALLS = {
+  'openai-chat': () => ({
+    path: '/v1/chat/completions',
+    headers: { authorization: `Bearer ${token}` },
+    body: { model: 'm', stream: true, messages: [{ role: 'user', content: 'create hello.txt containing hi' }] },
+  }),
+  anthropic: () => ({
+    path: '/v1/messages',
+    headers: { 'x-api-key': token, 'anthropic-version': '2023-06-01' },
+    body: { model: 'm', stream: true, max_tokens: 256, messages: [{ role: 'user', content: 'create hello.txt containing hi' }] },
+  }),
+  'openai-responses': () => ({
+    path: '/v1/responses',
+    headers: { authorization: `Bearer ${token}` },
+    body: { model: 'm', stream: true, input: 'create hello.txt containing hi' },
+  }),
+  google: () => ({
+    path: '/v1beta/models/m:streamGenerateContent?alt=sse',
+    headers: { 'x-goog-api-key': token },
+    body: { contents: [{ role: 'user', parts: [{ text: 'create hello.txt containing hi' }] }] },
+  }),
+}
+
+describe('first byte of a streaming answer', () => {
+  for (const [api, make] of Object.entries(CALLS)) {
+    it(`${api}: body bytes before the 3 s engine answers`, async () => {
+      const call = make()
+      const started = performance.now()
+      const res = await fetch(`${edge.url}${call.path}`, {
+        method: 'POST',
+        headers: { ...call.headers, 'content-type': 'application/json' },
+        body: JSON.stringify(call.body),
+      })
+      expect(res.status).toBe(200)
+      const reader = res.body!.getReader()
+      const first = await reader.read()
+      const firstByteMs = performance.now() - started
+      expect(first.done).toBe(false)
+      let rest = ''
+      for (;;) {
+        const chunk = await reader.read()
+        if (chunk.done) break
+        rest += new TextDecoder().decode(chunk.value)
+      }
+      const totalMs = performance.now() - started
+      console.log(`${api}: first body byte after ${firstByteMs.toFixed(0)} ms, answer complete after ${totalMs.toFixed(0)} ms`)
+      // The engine answers after 3 s: the first bytes came well before it, the rest after it.
+      expect(totalMs).toBeGreaterThanOrEqual(ENGINE_LATENCY_MS)
+      expect(firstByteMs).toBeLessThan(ENGINE_LATENCY_MS / 3)
+      expect(rest.length).toBeGreaterThan(0)
+    }, 60_000)
+  }
+})
