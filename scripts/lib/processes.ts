@@ -4,6 +4,7 @@
  * benchmarks. Loopback only; every wait is bounded.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { readdirSync, readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 
@@ -51,6 +52,11 @@ export interface EdgeOptions {
   vars: Record<string, string>
   /** Print wrangler's output (default: only on failure). */
   verbose?: boolean
+  /**
+   * Run wrangler and its workerd in a process group of their own, so `kill('SIGKILL')` ends both at once
+   * (a crash, as the chaos suite needs); the group is also killed when this process exits.
+   */
+  group?: boolean
 }
 
 export interface EdgeProcess {
@@ -59,6 +65,10 @@ export interface EdgeProcess {
   child: ChildProcess
   output(): string
   stop(): Promise<void>
+  /** Send a signal to wrangler (and with `group`, to workerd too); resolves once wrangler exited. */
+  kill(signal: NodeJS.Signals): Promise<void>
+  /** Process ids of wrangler and its children (with `group`), for resource figures. */
+  pids(): number[]
 }
 
 export async function startEdge(options: EdgeOptions): Promise<EdgeProcess> {
@@ -84,7 +94,19 @@ export async function startEdge(options: EdgeOptions): Promise<EdgeProcess> {
     cwd: REPO_ROOT,
     env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_UPDATE_NOTIFIER: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.group === true,
   })
+  const group = options.group === true && child.pid !== undefined ? child.pid : null
+  const killGroup = (signal: NodeJS.Signals) => {
+    if (group === null) return
+    try {
+      process.kill(-group, signal)
+    } catch {
+      // already gone
+    }
+  }
+  const onExit = () => killGroup('SIGKILL')
+  if (group !== null) process.once('exit', onExit)
   let output = ''
   const collect = (chunk: Buffer) => {
     output += chunk.toString()
@@ -94,10 +116,21 @@ export async function startEdge(options: EdgeOptions): Promise<EdgeProcess> {
   child.stdout?.on('data', collect)
   child.stderr?.on('data', collect)
   const url = `http://127.0.0.1:${port}`
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const kill = async (signal: NodeJS.Signals) => {
+    if (group !== null) killGroup(signal)
+    else child.kill(signal)
+    await exited
+    if (group !== null) {
+      // workerd may outlive wrangler by a moment: make sure the whole group is gone.
+      killGroup('SIGKILL')
+      process.off('exit', onExit)
+    }
+  }
   try {
     await waitForHttp(`${url}/`, READY_TIMEOUT_MS, child)
   } catch (error) {
-    child.kill('SIGINT')
+    await kill('SIGKILL')
     throw new Error(`${(error as Error).message}\n--- wrangler output ---\n${output.slice(-4000)}`)
   }
   return {
@@ -105,7 +138,41 @@ export async function startEdge(options: EdgeOptions): Promise<EdgeProcess> {
     port,
     child,
     output: () => output,
-    stop: () => stopChild(child),
+    stop: async () => {
+      if (group === null) return stopChild(child)
+      const timer = setTimeout(() => killGroup('SIGKILL'), 10_000)
+      await kill('SIGINT')
+      clearTimeout(timer)
+    },
+    kill,
+    pids: () => (group === null ? (child.pid ? [child.pid] : []) : groupPids(group)),
+  }
+}
+
+/** Live process ids of a process group (Linux /proc). */
+export function groupPids(pgid: number): number[] {
+  const pids: number[] = []
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
+      // pid (comm) state ppid pgrp …: comm may contain spaces, so split after the closing parenthesis.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      if (Number(fields[2]) === pgid) pids.push(Number(entry))
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return pids
+}
+
+/** Resident set size of a process in MB (0 when it is gone). */
+export function rssMb(pid: number): number {
+  try {
+    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+    return match ? Math.round(Number(match[1]) / 102.4) / 10 : 0
+  } catch {
+    return 0
   }
 }
 
