@@ -205,13 +205,22 @@ describe('local runtime: exec, files', () => {
     expect(existsSync(join(out, 'hostname'))).toBe(true)
 
     await expect(runtime.upload(join(source, 'single.txt'), '/usr/evil.txt')).rejects.toThrow(/not writable/)
-    await expect(runtime.upload(join(source, 'single.txt'), '/proc/evil')).rejects.toThrow(/not writable/)
+    await expect(runtime.upload(join(source, 'single.txt'), '/proc/evil')).rejects.toThrow(/not a file path/)
+    // anywhere else is the session's private root, as in a container (Harbor's /tests, /logs/verifier)
+    await runtime.upload(source, '/tests')
+    await runtime.exec({ command: 'mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt' })
+    const harbor = await runtime.exec({ command: 'cat /tests/single.txt /logs/verifier/reward.txt' })
+    expect(harbor.stdout).toBe('single\n1\n')
+    await runtime.download('/logs/verifier/reward.txt', join(out, 'reward.txt'))
+    expect(await readFile(join(out, 'reward.txt'), 'utf8')).toBe('1\n')
     // a symlink planted inside must not lead host-side copies out of the sandbox
-    await runtime.exec({ command: 'ln -s /etc /root/escape && ln -s /etc /polar/session/escape' })
+    await runtime.exec({ command: 'ln -s /etc /root/escape && ln -s /etc /polar/session/escape && rm /bin && mkdir /bin' })
     await expect(runtime.upload(join(source, 'single.txt'), '/root/escape/evil.txt')).rejects.toThrow(/outside the sandbox/)
     await expect(runtime.download('/polar/session/escape/passwd', join(out, 'passwd'))).rejects.toThrow(/outside the sandbox/)
     expect(existsSync('/etc/evil.txt')).toBe(false)
     expect(existsSync(join(out, 'passwd'))).toBe(false)
+    // a replaced /bin symlink is put back before the next exec
+    expect((await runtime.exec({ command: 'ls /bin/sh' })).exitCode).toBe(0)
   })
 })
 
@@ -286,7 +295,7 @@ describe('local runtime: limits and lifecycle', () => {
     expect(() => createRuntime(runtimeSpecSchema.parse({ backend: 'local', gpus: 1 }), context)).toThrow(/GPU/)
     expect(() => createRuntime(runtimeSpecSchema.parse({ backend: 'local', storage_mb: 10 }), context)).toThrow(/storage/)
     expect(() => createRuntime(runtimeSpecSchema.parse({ backend: 'local', workdir: '/usr/src' }), context)).toThrow(/read-only/)
-    expect(() => createRuntime(runtimeSpecSchema.parse({ backend: 'local', workdir: '/' }), context)).toThrow(/hide/)
+    expect(() => createRuntime(runtimeSpecSchema.parse({ backend: 'local', workdir: '/proc/x' }), context)).toThrow(/not a file path/)
     expect(() => runtimeSpecSchema.parse({ backend: 'docker' })).toThrow(/image is required/)
   })
 })

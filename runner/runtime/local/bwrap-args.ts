@@ -3,15 +3,18 @@
  * The bubblewrap argv of one local-runtime exec (pure; the runtime passes it to `bwrap --args 3` through a
  * pipe, so environment values such as the session token never appear in a process list).
  *
- * Layout inside: a fresh tmpfs root per exec with the host's system dirs read-only, a fresh `/proc` with
- * `/proc/sys` read-only, a minimal `/dev`, and the session's writable dirs bound from host dirs that live as
- * long as the session (so every exec sees the files of the previous ones): `/polar/session`, HOME (`/root`),
- * `/tmp` and the work dir. The runner's helpers sit read-only under `/run/rollgate` (edge socket, launcher,
- * Node binary). New PID, IPC, UTS, cgroup and network namespaces (only `lo`); as root every capability is
- * dropped, otherwise a user namespace without capabilities and with further user namespaces disabled.
- * Writable mounts never nest and the sandbox never writes a mountpoint's parent, so nothing it leaves
- * behind (symlinks included) can redirect the next exec's mounts.
+ * Layout inside: the session's private root (a host dir kept for the whole session, so every exec sees
+ * the files of the previous ones anywhere: HOME=/root, /tmp, the work dir, /tests, /app, …) with the host's
+ * system dirs bound read-only over it, a fresh `/proc` with `/proc/sys` read-only, a minimal `/dev`, the
+ * session dir at `/polar/session` and the runner's helpers read-only under `/run/rollgate` (edge socket,
+ * launcher, Node binary). Symlinked system dirs (`/bin -> usr/bin`) are plain symlinks in the private root,
+ * kept in place by the runtime. New PID, IPC, UTS, cgroup and network namespaces (only `lo`); as root every
+ * capability is dropped, otherwise a user namespace without capabilities and with further user namespaces
+ * disabled. Whatever the sandbox leaves in its root (symlinks included) only shapes its own mount
+ * namespace: bind sources are host paths the runner chose, never paths inside the private root.
  */
+import { SESSION_MOUNT } from '../runtime.ts'
+
 /** Inside paths of the runner's helpers. */
 export const CONTROL_MOUNT = '/run/rollgate'
 export const EDGE_SOCKET_INSIDE = `${CONTROL_MOUNT}/edge.sock`
@@ -30,8 +33,9 @@ export interface Bind {
 }
 
 export interface BwrapPlan {
-  /** Writable host dirs by inside path (session mount, HOME, /tmp, work dir); must not nest. */
-  writableBinds: Bind[]
+  /** The session's private root (host dir), writable, bound at `/`. */
+  rootDir: string
+  sessionDir: string
   /** The runner's end of the edge relay (host path). */
   edgeSocket: string
   nodeBinary: string
@@ -55,15 +59,12 @@ const PROC_READ_ONLY = ['/proc/sys', '/proc/sysrq-trigger', '/proc/irq', '/proc/
  * (bwrap only takes the command from there).
  */
 export function bwrapArgs(plan: BwrapPlan): { options: string[]; command: string[] } {
-  const args: string[] = []
-  for (const dir of plan.systemDirs) {
-    if (dir.symlinkTarget !== undefined) args.push('--symlink', dir.symlinkTarget, dir.path)
-    else args.push('--ro-bind', dir.path, dir.path)
-  }
+  const args: string[] = ['--bind', plan.rootDir, '/']
+  for (const dir of plan.systemDirs) if (dir.symlinkTarget === undefined) args.push('--ro-bind', dir.path, dir.path)
   args.push('--proc', '/proc')
   for (const path of PROC_READ_ONLY) args.push('--ro-bind-try', path, path)
   args.push('--dev', '/dev', '--tmpfs', '/dev/shm')
-  for (const bind of plan.writableBinds) args.push('--bind', bind.source, bind.target)
+  args.push('--bind', plan.sessionDir, SESSION_MOUNT)
   args.push('--ro-bind', plan.edgeSocket, EDGE_SOCKET_INSIDE)
   args.push('--ro-bind', plan.nodeBinary, NODE_INSIDE, '--ro-bind', plan.launcher, LAUNCHER_INSIDE)
   for (const bind of plan.readOnlyBinds) args.push('--ro-bind', bind.source, bind.target)

@@ -1,10 +1,11 @@
 /**
  * @module
- * The `local` backend: one bubblewrap sandbox per exec over the session's writable host dirs (`/polar/session`,
- * HOME=/root, `/tmp` and the work dir), so the session's execs share their files while each runs in fresh
- * PID/IPC/UTS/network namespaces with only loopback (and its processes end with it). The edge is the one
- * thing reachable: the launcher inside listens on `127.0.0.1:<edgePort>` before the command starts and
- * relays to a unix socket whose other end (`edge-relay.ts`) connects to the edge.
+ * The `local` backend: one bubblewrap sandbox per exec over the session's private root (a host dir, so the
+ * session's execs share their files anywhere outside the read-only system dirs: HOME=/root, /tmp, the work
+ * dir, /tests, …) and `/polar/session`, while each exec runs in fresh PID/IPC/UTS/network namespaces with
+ * only loopback (and its processes end with it). The edge is the one thing reachable: the launcher inside
+ * listens on `127.0.0.1:<edgePort>` before the command starts and relays to a unix socket whose other end
+ * (`edge-relay.ts`) connects to the edge.
  *
  * Limits: time per exec (kill of the whole PID namespace), memory/cpu/pids through a per-session cgroup v1
  * when the hierarchy is writable, else memory through `prlimit --as` (virtual memory; Node-based harnesses
@@ -12,7 +13,7 @@
  */
 import { spawn } from 'node:child_process'
 import { accessSync, constants, existsSync, lstatSync, readFileSync, readlinkSync, realpathSync } from 'node:fs'
-import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises'
+import { chmod, mkdir, mkdtemp, readlink, rm, symlink } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, posix } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -48,6 +49,8 @@ export const LOCAL_EDGE_PORT = 8787
 export const LOCAL_HOME = '/root'
 const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt']
+/** Mounted per exec (or the runner's helpers): never files of the private root. */
+const VIRTUAL_DIRS = ['/proc', '/dev', '/sys', '/run/rollgate']
 const LAUNCHER = fileURLToPath(new URL('../sandbox/launcher.ts', import.meta.url))
 
 function systemDirs(): SystemDir[] {
@@ -102,7 +105,7 @@ export class LocalRuntime implements Runtime {
   readonly workDir: string
   private readonly edgePort: number
   private stateDir: string | null = null
-  private writable: Bind[] = []
+  private rootDir: string | null = null
   private relay: EdgeRelay | null = null
   private cgroup: Cgroup | null = null
   private memoryRlimit: number | null = null
@@ -130,8 +133,8 @@ export class LocalRuntime implements Runtime {
     if (!isUnder(this.workDir, SESSION_MOUNT) && this.systemPath(this.workDir)) {
       throw new Error(`runtime.workdir ${this.workDir} is inside a read-only system dir`)
     }
-    for (const mount of [SESSION_MOUNT, LOCAL_HOME, '/tmp', '/run/rollgate']) {
-      if (mount !== this.workDir && isUnder(mount, this.workDir)) throw new Error(`runtime.workdir ${this.workDir} would hide ${mount}`)
+    for (const virtual of VIRTUAL_DIRS) {
+      if (isUnder(this.workDir, virtual)) throw new Error(`runtime.workdir ${this.workDir} is not a file path of the sandbox`)
     }
   }
 
@@ -151,18 +154,13 @@ export class LocalRuntime implements Runtime {
     const base = await mkdtemp(join(this.options.stateDir ?? tmpdir(), `rollgate-local-${safeName(this.context.sessionId)}-`))
     this.stateDir = base
     await mkdir(this.context.sessionDir, { recursive: true })
-    const writable: Bind[] = [
-      { source: this.context.sessionDir, target: SESSION_MOUNT },
-      { source: join(base, 'home'), target: LOCAL_HOME },
-      { source: join(base, 'tmp'), target: '/tmp' },
-    ]
-    if (!writable.some((bind) => isUnder(this.workDir, bind.target))) writable.push({ source: join(base, 'work'), target: this.workDir })
-    for (const bind of writable.slice(1)) await mkdir(bind.source, { recursive: true })
-    await chmod(join(base, 'tmp'), 0o1777)
-    // A work dir below one of the writable mounts is just a directory there.
-    const parent = writable.find((bind) => bind.target !== this.workDir && isUnder(this.workDir, bind.target))
-    if (parent) await mkdir(await hostPathWithin(parent.source, posix.relative(parent.target, this.workDir)), { recursive: true })
-    this.writable = writable
+    const root = join(base, 'root')
+    this.rootDir = root
+    for (const dir of ['root', 'tmp', 'polar/session', 'run/rollgate']) await mkdir(join(root, dir), { recursive: true })
+    await chmod(join(root, 'tmp'), 0o1777)
+    await this.ensureSystemLinks()
+    if (!isUnder(this.workDir, SESSION_MOUNT))
+      await mkdir(await hostPathWithin(root, posix.relative('/', this.workDir)), { recursive: true })
     await mkdir(join(base, 'control'), { recursive: true })
     this.relay = await startEdgeRelay(join(base, 'control', 'edge.sock'), this.context.edgeUrl)
     const memoryBytes = this.spec.memory_mb ? this.spec.memory_mb * 1024 * 1024 : null
@@ -183,14 +181,16 @@ export class LocalRuntime implements Runtime {
   }
 
   private async spawnExec(request: ExecRequest, relayEdge: boolean): Promise<ExecResult> {
-    const stateDir = this.stateDir
-    if (!stateDir || !this.relay) throw new Error('runtime not started')
+    const rootDir = this.rootDir
+    if (!rootDir || !this.relay) throw new Error('runtime not started')
+    await this.ensureSystemLinks()
     const startedAt = Date.now()
     const cwd = insidePath(request.cwd ?? this.workDir)
     const env: Record<string, string> = { PATH: DEFAULT_PATH, HOME: LOCAL_HOME, USER: 'root', LANG: 'C.UTF-8', TMPDIR: '/tmp' }
     Object.assign(env, request.env ?? {})
     const { options, command } = bwrapArgs({
-      writableBinds: this.writable,
+      rootDir,
+      sessionDir: this.context.sessionDir,
       edgeSocket: this.relay.socketPath,
       nodeBinary: realpathSync(process.execPath),
       launcher: LAUNCHER,
@@ -258,17 +258,35 @@ export class LocalRuntime implements Runtime {
     return null
   }
 
-  /** Host path of an inside path; writes are refused outside the writable mounts. */
+  /** `/bin -> usr/bin` style system dirs are symlinks in the private root; put back whatever replaced them. */
+  private async ensureSystemLinks(): Promise<void> {
+    const root = this.rootDir
+    if (!root) return
+    for (const dir of this.dirs) {
+      if (dir.symlinkTarget === undefined) continue
+      const path = join(root, dir.path)
+      const current = await readlink(path).catch(() => null)
+      if (current === dir.symlinkTarget) continue
+      await rm(path, { recursive: true, force: true })
+      await symlink(dir.symlinkTarget, path)
+    }
+  }
+
+  /** Host path of an inside path; writes are refused on read-only and virtual mounts. */
   private async hostPath(path: string, forWrite: boolean): Promise<string> {
     const inside = insidePath(path, this.workDir)
-    if (!this.stateDir) throw new Error('runtime not started')
-    const mount = this.writable.filter((bind) => isUnder(inside, bind.target)).sort((a, b) => b.target.length - a.target.length)[0]
-    if (mount) return hostPathWithin(mount.source, posix.relative(mount.target, inside))
+    const root = this.rootDir
+    if (!root) throw new Error('runtime not started')
+    if (isUnder(inside, SESSION_MOUNT)) return hostPathWithin(this.context.sessionDir, posix.relative(SESSION_MOUNT, inside))
+    for (const virtual of VIRTUAL_DIRS) {
+      if (isUnder(inside, virtual)) throw new Error(`${inside} is not a file path of the local sandbox`)
+    }
     const bind = (this.options.readOnlyBinds ?? []).find((entry) => isUnder(inside, entry.target))
-    if (!forWrite && bind) return join(bind.source, posix.relative(bind.target, inside))
-    if (!forWrite && this.systemPath(inside) !== null) return inside
-    const writable = this.writable.map((entry) => entry.target).join(', ')
-    throw new Error(`${inside} is not ${forWrite ? 'writable' : 'readable'} in the local sandbox (writable: ${writable})`)
+    const system = this.systemPath(inside)
+    if (forWrite && (bind || system !== null)) throw new Error(`${inside} is read-only in the local sandbox (not writable)`)
+    if (bind) return join(bind.source, posix.relative(bind.target, inside))
+    if (system !== null) return inside
+    return hostPathWithin(root, posix.relative('/', inside))
   }
 
   async upload(source: string, target: string): Promise<void> {
