@@ -4,9 +4,9 @@
  * Extra arguments go to vitest (`npm test -- --project unit`).
  */
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 
 interface VitestJson {
   numPassedTests: number
@@ -28,6 +28,8 @@ try {
   summary = JSON.parse(readFileSync(outputFile, 'utf8')) as VitestJson
 } catch {
   summary = null
+} finally {
+  rmSync(dirname(outputFile), { recursive: true, force: true })
 }
 if (!summary) {
   console.log('0 passed, 1 failed')

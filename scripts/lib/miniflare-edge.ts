@@ -5,7 +5,7 @@
  * The Worker is bundled first with `wrangler deploy --dry-run --outdir`.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -14,6 +14,7 @@ import { REPO_ROOT } from './processes.ts'
 
 const WRANGLER_BIN = fileURLToPath(new URL('../../node_modules/wrangler/bin/wrangler.js', import.meta.url))
 
+/** Bundle the Worker into a fresh temp dir; the caller removes `dirname(path)` when done (startMiniflareEdge does). */
 export function bundleWorker(): string {
   const outdir = mkdtempSync(join(tmpdir(), 'rollgate-dist-'))
   const result = spawnSync(process.execPath, [WRANGLER_BIN, 'deploy', '--dry-run', '--outdir', outdir], {
@@ -21,7 +22,10 @@ export function bundleWorker(): string {
     env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' },
     encoding: 'utf8',
   })
-  if (result.status !== 0) throw new Error(`bundle failed:\n${result.stdout}\n${result.stderr}`)
+  if (result.status !== 0) {
+    rmSync(outdir, { recursive: true, force: true })
+    throw new Error(`bundle failed:\n${result.stdout}\n${result.stderr}`)
+  }
   return join(outdir, 'index.js')
 }
 
@@ -36,6 +40,10 @@ export async function startMiniflareEdge(options: {
   scriptPath?: string
 }): Promise<MiniflareEdge> {
   const scriptPath = options.scriptPath ?? bundleWorker()
+  // A bundle made here is removed with the edge (benchmarks and fuzz leave nothing in the temp dir).
+  const removeBundle = () => {
+    if (!options.scriptPath) rmSync(dirname(scriptPath), { recursive: true, force: true })
+  }
   const mf = new Miniflare(
     convertV4MiniflareOptions({
       scriptPath,
@@ -64,6 +72,22 @@ export async function startMiniflareEdge(options: {
       port: 0,
     } as Parameters<typeof convertV4MiniflareOptions>[0]),
   )
-  const url = (await mf.ready).href.replace(/\/$/, '')
-  return { url, stop: () => mf.dispose() }
+  let url: string
+  try {
+    url = (await mf.ready).href.replace(/\/$/, '')
+  } catch (error) {
+    await mf.dispose().catch(() => {})
+    removeBundle()
+    throw error
+  }
+  return {
+    url,
+    stop: async () => {
+      try {
+        await mf.dispose()
+      } finally {
+        removeBundle()
+      }
+    },
+  }
 }

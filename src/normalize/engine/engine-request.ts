@@ -46,6 +46,25 @@ function clampOutputBudget(body: ChatRequest, options: EngineRequestOptions): vo
   }
 }
 
+/**
+ * The `max_tokens_clamped` warning for the budgets the engine body changed, naming each one's requested and
+ * clamped value (`max_tokens 128000 → 32100`); null when nothing was clamped.
+ */
+export function clampWarning(
+  request: ChatRequest,
+  engineBody: ChatRequest,
+  maxModelLen: number | null,
+): { code: 'max_tokens_clamped'; message: string } | null {
+  const changes = Object.entries(clampedBudgets(request, engineBody)).map(
+    ([key, value]) => `${key} ${String(request[key as keyof ChatRequest])} → ${String(value)}`,
+  )
+  if (changes.length === 0) return null
+  return {
+    code: 'max_tokens_clamped',
+    message: `output budget clamped to fit the engine's ${maxModelLen}-token window: ${changes.join(', ')}`,
+  }
+}
+
 /** Output-budget fields the engine body changed, with their new values (for the splice and warnings). */
 export function clampedBudgets(request: ChatRequest, engineBody: ChatRequest): Record<string, unknown> {
   const changed: Record<string, unknown> = {}

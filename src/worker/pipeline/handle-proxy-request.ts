@@ -8,7 +8,7 @@
  * the engine call and the completion is recorded as `abandoned` (kept, never trainable).
  */
 import type { ProviderAdapter, ResponseContext } from '../../normalize/adapter.ts'
-import { buildEngineRequest, clampedBudgets, engineRequestText } from '../../normalize/engine/engine-request.ts'
+import { buildEngineRequest, clampWarning, engineRequestText } from '../../normalize/engine/engine-request.ts'
 import { SSE_HEADERS } from '../../normalize/sse.ts'
 import { type EdgeConfig, upstreamKeyFor } from '../config.ts'
 import { type UpstreamOutcome, callUpstream } from './call-upstream.ts'
@@ -57,13 +57,8 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
     promptChars: originalText.length,
   }
   const engineBody = buildEngineRequest(parsed.request, engineOptions)
-  const clamped = clampedBudgets(parsed.request, engineBody)
-  if (Object.keys(clamped).length > 0) {
-    parsed.warnings.push({
-      code: 'max_tokens_clamped',
-      message: `output budget ${JSON.stringify(clamped)} clamped to fit the engine's ${upstream.max_model_len}-token window`,
-    })
-  }
+  const clamped = clampWarning(parsed.request, engineBody, upstream.max_model_len ?? null)
+  if (clamped) parsed.warnings.push(clamped)
   const requestText = engineRequestText(engineBody, { request: parsed.request, body, text: originalText }, engineOptions)
   // The engine body usually is the harness's bytes plus a few keys: sent to the session as a delta, once.
   const delta = diffText(originalText, requestText)

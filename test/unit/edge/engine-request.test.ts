@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { buildEngineRequest, clampedBudgets, engineRequestText } from '../../../src/normalize/engine/engine-request.ts'
+import { buildEngineRequest, clampedBudgets, clampWarning, engineRequestText } from '../../../src/normalize/engine/engine-request.ts'
 import type { ChatRequest } from '../../../src/normalize/types.ts'
 
 const text = JSON.stringify({ model: 'claude', messages: [{ role: 'user', content: 'x'.repeat(3000) }], max_tokens: 128000, stream: true })
@@ -12,6 +12,12 @@ describe('engine request', () => {
     const room = 32768 - Math.ceil(text.length / 3) - 1024
     expect(body.max_tokens).toBe(room)
     expect(clampedBudgets(request, body)).toEqual({ max_tokens: room })
+    // The warning carries the requested value as well as the new one.
+    expect(clampWarning(request, body, 32768)).toEqual({
+      code: 'max_tokens_clamped',
+      message: `output budget clamped to fit the engine's 32768-token window: max_tokens 128000 → ${room}`,
+    })
+    expect(clampWarning(request, { ...body, max_tokens: 128000 }, 32768)).toBeNull()
     // The spliced upstream text carries the clamp as a trailing override (last duplicate key wins).
     const sent = JSON.parse(engineRequestText(body, { request, body: request, text }, options)) as Record<string, unknown>
     expect(sent).toMatchObject({ max_tokens: room, stream: false, model: 'Qwen/Qwen3-8B', return_token_ids: true })

@@ -1,0 +1,41 @@
+// @ts-check
+/**
+ * Mutation testing of the modules that carry Rollgate's promises: `npm run mutate` (all of them, one after the
+ * other) or `npm run mutate -- --mutate src/reconstruct/advantages.ts` (one module). Reports go to
+ * reports/mutation/ (not in git); incremental results in reports/stryker-incremental.json make re-runs cheap.
+ * CPU-heavy: concurrency 1 by default (`--concurrency N` to change). Not in CI.
+ * @type {import('@stryker-mutator/api/core').PartialStrykerOptions}
+ */
+export default {
+  testRunner: 'vitest',
+  vitest: { configFile: 'vitest.mutate.config.ts', related: false },
+  coverageAnalysis: 'perTest',
+  mutate: [
+    'src/worker/auth/credentials.ts',
+    'src/contract/session-token.ts',
+    'src/worker/pipeline/session-access.ts',
+    'src/worker/pipeline/handle-proxy-request.ts',
+    'src/worker/query.ts',
+    'src/durable/session/completion-log.ts',
+    'src/normalize/providers/anthropic/anthropic-stream.ts',
+    'src/normalize/providers/openai-chat/openai-chat-stream.ts',
+    'src/normalize/providers/openai-responses/openai-responses-stream.ts',
+    'src/normalize/providers/google/google-stream.ts',
+    'src/reconstruct/config.ts',
+    'src/reconstruct/advantages.ts',
+    'src/reconstruct/per-request.ts',
+    'src/durable/runner/event-bus.ts',
+    'src/durable/runner/hub-coordinator.ts',
+    'src/durable/gate/generation-gate.ts',
+  ],
+  concurrency: 1,
+  timeoutMS: 20_000,
+  incremental: true,
+  incrementalFile: 'reports/stryker-incremental.json',
+  reporters: ['clear-text', 'html', 'json'],
+  htmlReporter: { fileName: 'reports/mutation/index.html' },
+  jsonReporter: { fileName: 'reports/mutation/mutation.json' },
+  tempDirName: '.stryker-tmp',
+  cleanTempDir: 'always',
+  thresholds: { high: 80, low: 60, break: null },
+}
