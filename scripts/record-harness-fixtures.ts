@@ -7,7 +7,11 @@
  * npx node scripts/record-harness-fixtures.ts                    # every variant (about 1 min)
  * npx node scripts/record-harness-fixtures.ts --only claude-code,pi-anthropic --timeout-s 90
  * npx node scripts/record-harness-fixtures.ts --no-write         # run and report, write no fixtures
+ * npx node scripts/record-harness-fixtures.ts --scenario fix-stats # the multi-step task (about 6 min)
  * ```
+ * Scenarios: `hello` (default: `create hello.txt containing hi`, the engine's `scripted` policy, 2–3 calls) and
+ * `fix-stats` (the `tasks/fix-stats` fixture copied into the work dir as a git repo, its instruction, the
+ * engine's `solver` policy, 11+ calls; solved when its pytest suite passes).
  * Other flags: `--runs-dir` (default `/var/tmp/rollgate-harness-runs`),
  * `--max-model-len` (engine window, default 262144: Claude Code asks for `max_tokens` 128000, Qwen Code 32768,
  * opencode 32000, so a 32k window fails them; see the report), `--verbose` (wrangler output).
@@ -29,7 +33,7 @@
  * Telemetry and update checks fail at once: there is no route out.
  *
  * Each captured completion's `original_request` becomes
- * `src/normalize/providers/<api>/__fixtures__/<variant>-hello.<n>.request.json` as `{path, headers, body}`
+ * `src/normalize/providers/<api>/__fixtures__/<variant>-<scenario>.<n>.request.json` as `{path, headers, body}`
  * (the contract tests' fixture shape), scrubbed: the session token (`<SESSION_TOKEN>`, also in auth headers)
  * and key-like strings, UUIDs / 64-hex / opencode ids (user, device, session, item ids → stable placeholders
  * per run, so turn 2 still repeats turn 1's ids), the run's absolute paths (`/workspace/project`,
@@ -42,7 +46,7 @@
  * the scrubbed completion records and `summary.json` stay in `--runs-dir`.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process'
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, cpSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type IncomingHttpHeaders, request as httpRequest, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { networkInterfaces, tmpdir } from 'node:os'
@@ -61,9 +65,57 @@ import { REPO_ROOT, startEdge } from './lib/processes.ts'
 const PROBE_ONLY = new Set(['claude-code-nonessential', 'codex-builtin'])
 
 const SCRIPT_PATH = fileURLToPath(import.meta.url)
-const INSTRUCTION = 'create hello.txt containing hi'
 const ADMIN_TOKEN = 'record-admin-token'
-const FIXTURE_SCENARIO = 'hello'
+
+/** What the harness is asked to do, the engine policy that answers, and how the outcome is judged. */
+interface Scenario {
+  name: string
+  instruction: string
+  policy: 'scripted' | 'solver'
+  /** Fill the work dir before the run. */
+  prepare(wd: string): void
+  /** `solved`: the task's own check passed; `outcome`: what was found (for the report). */
+  judge(wd: string): { solved: boolean; outcome: string }
+}
+
+const SCENARIOS: Record<string, Scenario> = {
+  hello: {
+    name: 'hello',
+    instruction: 'create hello.txt containing hi',
+    policy: 'scripted',
+    prepare: () => {},
+    judge: (wd) => {
+      let text: string | null = null
+      try {
+        text = readFileSync(join(wd, 'hello.txt'), 'utf8')
+      } catch {}
+      return {
+        solved: text !== null && text.trim() === 'hi',
+        outcome: text === null ? 'hello.txt not created' : `hello.txt ${JSON.stringify(text)}`,
+      }
+    },
+  },
+  /** The multi-step task fixture (`tasks/fix-stats`), solved by the stand-in's `solver` policy in 11+ calls. */
+  'fix-stats': {
+    name: 'fix-stats',
+    instruction: (JSON.parse(readFileSync(join(REPO_ROOT, 'tasks/fix-stats/task.json'), 'utf8')) as { instruction: string }).instruction,
+    policy: 'solver',
+    prepare: (wd) => {
+      cpSync(join(REPO_ROOT, 'tasks/fix-stats/repo'), wd, { recursive: true })
+      const git = spawnSync(
+        'sh',
+        ['-c', 'git init -q && git add -A && git -c user.name=rollgate -c user.email=rollgate@localhost commit -qm base'],
+        { cwd: wd, encoding: 'utf8' },
+      )
+      if (git.status !== 0) throw new Error(`git init in ${wd}: ${git.stderr}`)
+    },
+    judge: (wd) => {
+      const pytest = spawnSync('python3', ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'test_stats.py'], { cwd: wd, encoding: 'utf8' })
+      const summary = (pytest.stdout ?? '').trim().split('\n').at(-1) ?? ''
+      return { solved: pytest.status === 0, outcome: `pytest: ${summary}` }
+    },
+  },
+}
 const API_FOLDERS = ['anthropic', 'openai-chat', 'openai-responses', 'google'] as const
 /** Fallback path per API when the tap did not see the body (should not happen). */
 const DEFAULT_PATHS: Record<string, string> = {
@@ -86,6 +138,7 @@ interface Options {
   write: boolean
   maxModelLen: number
   verbose: boolean
+  scenario: Scenario
 }
 
 function parseOptions(argv: string[]): Options {
@@ -97,6 +150,7 @@ function parseOptions(argv: string[]): Options {
     write: true,
     maxModelLen: 262_144,
     verbose: false,
+    scenario: SCENARIOS.hello!,
   }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
@@ -112,7 +166,12 @@ function parseOptions(argv: string[]): Options {
     else if (arg === '--no-write') options.write = false
     else if (arg === '--max-model-len') options.maxModelLen = Number(value())
     else if (arg === '--verbose') options.verbose = true
-    else throw new Error(`unknown argument ${arg}`)
+    else if (arg === '--scenario') {
+      const name = value()
+      const scenario = SCENARIOS[name]
+      if (!scenario) throw new Error(`unknown scenario ${name} (known: ${Object.keys(SCENARIOS).join(', ')})`)
+      options.scenario = scenario
+    } else throw new Error(`unknown argument ${arg}`)
   }
   return options
 }
@@ -372,8 +431,8 @@ interface RunResult {
   recordStatuses: string[]
   /** Per call after the first: does its prompt start with the previous call's prompt + sampled ids? */
   continuity: string[]
-  helloTxt: string | null
-  created: boolean
+  solved: boolean
+  outcome: string
   edgeErrors: string[]
   fixtures: string[]
   stderrTail: string
@@ -467,6 +526,7 @@ async function runVariant(
   const logDir = join(runDir, 'logs/agent')
   mkdirSync(home, { recursive: true })
   mkdirSync(wd, { recursive: true })
+  options.scenario.prepare(wd)
 
   const admin = (path: string, init: RequestInit = {}) =>
     fetch(`${edgeUrl}${path}`, { ...init, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' } })
@@ -478,7 +538,7 @@ async function runVariant(
   const session = (await created.json()) as { session_id: string; token: string }
 
   const plan = harness.render({
-    instruction: INSTRUCTION,
+    instruction: options.scenario.instruction,
     edgeUrl: tap.url,
     token: session.token,
     agent: agentSpecSchema.parse({ harness: harness.name }),
@@ -518,12 +578,7 @@ async function runVariant(
   const entries = tap.entries.slice(firstEntry)
   const mainStep = plan.steps.at(-1)?.name ?? 'agent'
 
-  let helloTxt: string | null = null
-  try {
-    helloTxt = readFileSync(join(wd, 'hello.txt'), 'utf8')
-  } catch {
-    // not created
-  }
+  const { solved, outcome } = options.scenario.judge(wd)
 
   const records: CompletionRecord[] = []
   for (let after: number | null = -1; after !== null; ) {
@@ -558,10 +613,14 @@ async function runVariant(
     const path = match ? scrubPath(match.path, session.token) : (DEFAULT_PATHS[record.api] ?? '/')
     const headers = match ? fixtureHeaders(match.headers, scrub) : {}
     const body = scrubJson(record.original_request, scrub)
-    planned.push({ folder: record.api, file: `${variant.id}-${FIXTURE_SCENARIO}.${index + 1}.request.json`, data: { path, headers, body } })
+    planned.push({
+      folder: record.api,
+      file: `${variant.id}-${options.scenario.name}.${index + 1}.request.json`,
+      data: { path, headers, body },
+    })
   })
   if (options.write && !PROBE_ONLY.has(variant.id) && planned.length > 0) {
-    const stale = new RegExp(`^${variant.id.replace(/[-]/g, '\\-')}-${FIXTURE_SCENARIO}\\.\\d+\\.request\\.json$`)
+    const stale = new RegExp(`^${variant.id.replace(/[-]/g, '\\-')}-${options.scenario.name}\\.\\d+\\.request\\.json$`)
     for (const folder of API_FOLDERS) {
       const dir = join(fixtureRoot, folder, '__fixtures__')
       if (!existsSync(dir)) continue
@@ -626,8 +685,8 @@ async function runVariant(
     recordStatuses: records.map(
       (record) => `${record.status}${record.trainable ? '' : '(untrainable)'}${record.error ? `: ${record.error}` : ''}`,
     ),
-    helloTxt,
-    created: helloTxt !== null && helloTxt.trim() === 'hi',
+    solved,
+    outcome,
     edgeErrors,
     fixtures,
     stderrTail: scrub(tail(join(logDir, `${mainStep}.stderr.log`))),
@@ -648,7 +707,7 @@ async function inside(options: Options): Promise<number> {
   }
   mkdirSync(options.runsDir, { recursive: true })
 
-  const engine = await startEngine({ port: 0, seed: 7, maxModelLen: options.maxModelLen })
+  const engine = await startEngine({ port: 0, seed: 7, maxModelLen: options.maxModelLen, policy: options.scenario.policy })
   const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-harness-state-'))
   const edge = await startEdge({
     persistTo,
@@ -684,14 +743,15 @@ async function inside(options: Options): Promise<number> {
   console.log('\nsummary')
   for (const r of results) {
     console.log(
-      `  ${r.variant.padEnd(19)} exit=${String(r.exitCode ?? r.signal).padEnd(4)}${r.timedOut ? ' (timeout)' : ''} calls=${r.calls.length} completions=${r.completions} apis=${r.apis.join('+') || '-'} hello.txt=${r.created ? 'hi ✓' : JSON.stringify(r.helloTxt)} edge≥400=${r.edgeErrors.length} fixtures=${r.fixtures.length}`,
+      `  ${r.variant.padEnd(19)} exit=${String(r.exitCode ?? r.signal).padEnd(4)}${r.timedOut ? ' (timeout)' : ''} calls=${r.calls.length} completions=${r.completions} apis=${r.apis.join('+') || '-'} solved=${r.solved ? '✓' : `✗ (${r.outcome})`} edge≥400=${r.edgeErrors.length} fixtures=${r.fixtures.length}`,
     )
   }
   writeJson(join(options.runsDir, 'summary.json'), results)
   console.log(
     JSON.stringify({
       variants: results.length,
-      created: results.filter((r) => r.created).map((r) => r.variant),
+      scenario: options.scenario.name,
+      solved: results.filter((r) => r.solved).map((r) => r.variant),
       edge_errors: results.reduce((n, r) => n + r.edgeErrors.length, 0),
     }),
   )
@@ -717,13 +777,11 @@ function printResult(r: RunResult) {
         ', ',
       )}`,
     )
-  console.log(
-    `   hello.txt: ${r.created ? 'created with "hi"' : r.helloTxt === null ? 'not created' : `content ${JSON.stringify(r.helloTxt)}`}`,
-  )
+  console.log(`   outcome: ${r.solved ? 'solved' : 'NOT solved'}, ${r.outcome}`)
   for (const error of r.edgeErrors.slice(0, 3)) console.log(`   edge error: ${error}`)
   if (r.edgeErrors.length > 3) console.log(`   … ${r.edgeErrors.length - 3} more edge errors (see the run's failures/ folder)`)
   for (const file of r.fixtures) console.log(`   fixture: ${file}`)
-  if (!r.created || r.exitCode !== 0) {
+  if (!r.solved || r.exitCode !== 0) {
     console.log(`   stdout: ${r.stdoutTail.trim().replace(/\n/g, '\n           ')}`)
     console.log(`   stderr: ${r.stderrTail.trim().replace(/\n/g, '\n           ')}`)
   }

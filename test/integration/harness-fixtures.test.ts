@@ -1,6 +1,7 @@
 /**
  * Replays the request bodies recorded from the real harness CLIs (`scripts/record-harness-fixtures.ts`,
- * `src/normalize/providers/<api>/__fixtures__/<variant>-hello.<n>.request.json`) through the real edge
+ * `src/normalize/providers/<api>/__fixtures__/<variant>-<scenario>.<n>.request.json`; scenarios `hello`, 2–3
+ * calls, and `fix-stats`, the multi-step task, 11+ calls) through the real edge
  * (wrangler dev) and the stand-in engine, one capture session per harness variant, turns in order, with the
  * harness's own auth header carrying the session token. Every call must be accepted (2xx, no error frame in
  * a stream), recorded as a trainable completion of the fixture's API with the body kept byte-for-byte, and its
@@ -14,7 +15,7 @@ import { engineTokenize, type Stack, startStack } from '../support/stack.ts'
 
 const PROVIDERS_DIR = join(import.meta.dirname, '../../src/normalize/providers')
 const API_FOLDERS = ['anthropic', 'openai-chat', 'openai-responses', 'google']
-const RECORDED = /^(?<variant>[a-z0-9-]+)-hello\.(?<n>\d+)\.request\.json$/
+const RECORDED = /^(?<variant>[a-z0-9-]+?)-(?<scenario>hello|fix-stats)\.(?<n>\d+)\.request\.json$/
 /** Error frames inside a 2xx synthetic stream. */
 const STREAM_ERROR = /^(?:event: (?:error|response\.failed)\b|data: \{"error":)/m
 
@@ -36,9 +37,10 @@ function loadRecorded(): Map<string, RecordedFixture[]> {
       const match = RECORDED.exec(file)
       if (!match?.groups) continue
       const data = JSON.parse(readFileSync(join(dir, file), 'utf8')) as Omit<RecordedFixture, 'file' | 'api' | 'n'>
-      const list = byVariant.get(match.groups.variant!) ?? []
+      const key = `${match.groups.variant!} (${match.groups.scenario!})`
+      const list = byVariant.get(key) ?? []
       list.push({ file: `${api}/__fixtures__/${file}`, api, n: Number(match.groups.n), ...data })
-      byVariant.set(match.groups.variant!, list)
+      byVariant.set(key, list)
     }
   }
   for (const list of byVariant.values()) list.sort((a, b) => a.n - b.n)
@@ -57,8 +59,12 @@ afterAll(async () => {
 })
 
 describe('recorded harness traffic through the real edge', () => {
-  it('has recorded fixtures to replay', () => {
+  it('has recorded fixtures to replay, the multi-step task for every harness', () => {
     expect(recorded.size).toBeGreaterThan(0)
+    const longSessions = [...recorded.keys()].filter((key) => key.endsWith('(fix-stats)'))
+    for (const harness of ['claude-code', 'codex', 'gemini-cli', 'qwen-code', 'opencode', 'pi'])
+      expect(longSessions, harness).toContain(`${harness} (fix-stats)`)
+    for (const key of longSessions) expect(recorded.get(key)!.length, key).toBeGreaterThanOrEqual(10)
   })
 
   it("answers the harnesses' probes: Claude Code's HEAD /api/hello, Codex's WebSocket prewarm", async () => {
@@ -75,7 +81,7 @@ describe('recorded harness traffic through the real edge', () => {
 
   for (const [variant, fixtures] of recorded) {
     it(`${variant}: ${fixtures.length} recorded call(s) accepted and captured exactly`, async () => {
-      const session = await stack.createSession({ task_id: `replay-${variant}` })
+      const session = await stack.createSession({ task_id: `replay-${variant.replace(/[^A-Za-z0-9-]+/g, '-')}` })
       for (const fixture of fixtures) {
         const headers = Object.fromEntries(
           Object.entries(fixture.headers).map(([name, value]) => [name, value.replaceAll('<SESSION_TOKEN>', session.token)]),
