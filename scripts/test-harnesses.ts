@@ -7,8 +7,9 @@
  * npm run test:harnesses                                  # all 16 variants, one rollout each
  * npm run test:harnesses -- --only pi,qwen-code,codex     # variant ids or harness names
  * ```
- * Flags: `--timeout-s` (per rollout, default 600), `--keep` (keep the runner's session dirs and the edge
- * state, printed at the end), `--verbose` (wrangler and runner output).
+ * Flags: `--timeout-s` (per rollout, default 600), `--keep` (keep the runner's session dirs, the edge state
+ * and per variant `<variant>.json` with the records, served calls and both trajectories; path printed at the
+ * end), `--verbose` (wrangler and runner output).
  *
  * Once: the pinned CLIs the variants need are installed into the per-host cache (`runner/harness/install.ts`,
  * timed); the stand-in engine with the `solver` policy behind an engine tap (records every generation it
@@ -20,14 +21,15 @@
  * - solved: the session's reward is 1;
  * - the generation calls the engine served for it equal the completions captured, each with the engine's
  *   exact prompt ids, sampled ids and logprobs; every capture `ok` (the streamed answers were accepted);
- * - `prefix_merging`: later segments of a chain carry a named break reason, branches are labelled;
+ * - `prefix_merging` (the default `exact` preset, and again under `tolerant`): later segments of a chain carry
+ *   a named break reason, branches are labelled;
  * - every mask-1 token and logprob is exactly what the engine sampled.
  * Prints a matrix; exit 1 when any variant fails; the last stdout line is one JSON object
  * `{variant: {solved, calls, captured, traces_per_request, traces_prefix_merging, merged_turn_ratio,
  * mismatches, wall_s}}`.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startEngine } from '../engine/server.ts'
@@ -69,6 +71,10 @@ function parseOptions(argv: string[]): Options {
 }
 
 interface VariantResult extends Omit<SessionCheck, 'problems'> {
+  /** The same session under the `tolerant` merge preset (`max_context_drift_tokens` 64). */
+  traces_tolerant: number
+  merged_turn_ratio_tolerant: number | null
+  breaks_tolerant: string[]
   variant: string
   harness: string
   api: string
@@ -145,7 +151,7 @@ async function main(): Promise<number> {
     printHeader()
     for (const { harness, variant } of variants) {
       if (interrupted) break
-      const result = await runVariant(admin, tap, harness.name, variant.id, variant.api, options.timeoutMs)
+      const result = await runVariant(admin, tap, harness.name, variant.id, variant.api, options.timeoutMs, options.keep ? work : null)
       results.push(result)
       printRow(result)
     }
@@ -181,6 +187,9 @@ async function main(): Promise<number> {
             traces_prefix_merging: r.traces_prefix_merging,
             merged_turn_ratio: r.merged_turn_ratio,
             mismatches: r.mismatches,
+            breaks: r.breaks,
+            traces_prefix_merging_tolerant: r.traces_tolerant,
+            merged_turn_ratio_tolerant: r.merged_turn_ratio_tolerant,
             wall_s: r.wall_s,
           },
         ]),
@@ -246,6 +255,7 @@ async function runVariant(
   variant: string,
   api: string,
   timeoutMs: number,
+  dumpDir: string | null,
 ): Promise<VariantResult> {
   const empty: VariantResult = {
     variant,
@@ -261,6 +271,9 @@ async function runVariant(
     traces_per_request: 0,
     traces_prefix_merging: 0,
     merged_turn_ratio: null,
+    traces_tolerant: 0,
+    merged_turn_ratio_tolerant: null,
+    breaks_tolerant: [],
     mismatches: 0,
     breaks: [],
     branches: {},
@@ -302,18 +315,26 @@ async function runVariant(
     }
     const trajectory = async (builder: string) =>
       (await admin(`/v1/sessions/${session.session_id}/trajectory?builder=${builder}`)) as unknown as Trajectory
-    const check = checkSession({
-      served: tap.calls.slice(firstCall),
-      records,
-      perRequest: await trajectory('per_request'),
-      prefixMerging: await trajectory('prefix_merging'),
-    })
+    const perRequest = await trajectory('per_request')
+    const prefixMerging = await trajectory('prefix_merging')
+    const tolerant = await trajectory(`prefix_merging&config=${encodeURIComponent(JSON.stringify({ preset: 'tolerant' }))}`)
+    const served = tap.calls.slice(firstCall)
+    const check = checkSession({ served, records, perRequest, prefixMerging })
+    const checkTolerant = checkSession({ served, records, perRequest, prefixMerging: tolerant })
+    check.problems.push(
+      ...checkTolerant.problems.filter((problem) => !check.problems.includes(problem)).map((p) => `tolerant preset: ${p}`),
+    )
+    if (dumpDir)
+      writeFileSync(join(dumpDir, `${variant}.json`), JSON.stringify({ session, records, served, perRequest, prefixMerging, tolerant }))
     const problems = [...check.problems]
     if (session.reward !== 1) problems.unshift(`reward ${session.reward} (session ${session.status})`)
     if (records.length > 0 && !records.some((record) => record.stream)) problems.push('no streamed call captured')
     return {
       ...empty,
       ...check,
+      traces_tolerant: checkTolerant.traces_prefix_merging,
+      merged_turn_ratio_tolerant: checkTolerant.merged_turn_ratio,
+      breaks_tolerant: checkTolerant.breaks,
       problems,
       solved: session.reward === 1,
       reward: session.reward,
@@ -341,7 +362,9 @@ const COLUMNS: [string, number][] = [
   ['per_req', 8],
   ['p_merge', 8],
   ['merged', 7],
-  ['breaks', 22],
+  ['breaks', 32],
+  ['tolerant', 9],
+  ['breaks_tol', 18],
   ['mismatch', 9],
   ['wall_s', 7],
   ['ok', 3],
@@ -363,6 +386,8 @@ function printRow(r: VariantResult) {
     String(r.traces_prefix_merging),
     r.merged_turn_ratio === null ? '-' : `${Math.round(r.merged_turn_ratio * 100)}%`,
     r.breaks.length ? [...new Set(r.breaks)].join('+') : '-',
+    `${r.traces_tolerant}/${r.merged_turn_ratio_tolerant === null ? '-' : `${Math.round(r.merged_turn_ratio_tolerant * 100)}%`}`,
+    r.breaks_tolerant.length ? [...new Set(r.breaks_tolerant)].join('+') : '-',
     String(r.mismatches),
     r.wall_s.toFixed(1),
     passed(r) ? '✓' : '✗',

@@ -29,7 +29,10 @@ export const opencode: Harness = {
     rejectUnsupported('opencode', input)
     const variant = resolveVariant(opencode, input.variant)
     const { npm, baseSuffix } = PROVIDERS[variant.id]!
-    const model = resolveModel(input, variant) ?? 'test-model'
+    const asked = resolveModel(input, variant) ?? 'test-model'
+    // @ai-sdk/google takes a model id containing `/` for a resource path (`/v1beta/Qwen/Qwen3-8B:…`, no
+    // `models/`), which no Gemini route matches: ask for its last segment (the edge maps any name anyway).
+    const model = variant.id === 'opencode-google' ? asked.slice(asked.lastIndexOf('/') + 1) : asked
     const home = input.homeDir
     return finishPlan(input, {
       files: [

@@ -109,6 +109,15 @@ describe('rendering rules', () => {
     expect(claude.env.CLAUDE_CODE_SUBAGENT_MODEL).toBe('m1')
   })
 
+  it('asks opencode-google for a model id without "/" (the Google SDK would build a path no route matches)', () => {
+    const config = (variant: string) =>
+      JSON.parse(getHarness('opencode').render(input('opencode', { variant, model: 'Qwen/Qwen3-8B' })).files[0]!.content) as {
+        model: string
+      }
+    expect(config('opencode-google').model).toBe('rollgate/Qwen3-8B')
+    expect(config('opencode').model).toBe('rollgate/Qwen/Qwen3-8B')
+  })
+
   it("lets the agent spec's env win and keeps the session token as every key", () => {
     const plan = getHarness('pi').render(input('pi', {}, { env: { PI_TELEMETRY: '1', EXTRA: 'x' } }))
     expect(plan.env).toMatchObject({ PI_TELEMETRY: '1', EXTRA: 'x', ROLLGATE_API_KEY: 'rg_golden.token', HOME: '/polar/session/home' })
