@@ -19,7 +19,7 @@ import { SESSION_MOUNT } from '../runtime.ts'
 export const CONTROL_MOUNT = '/run/rollgate'
 export const EDGE_SOCKET_INSIDE = `${CONTROL_MOUNT}/edge.sock`
 export const NODE_INSIDE = `${CONTROL_MOUNT}/node`
-export const LAUNCHER_INSIDE = `${CONTROL_MOUNT}/launcher.mts`
+export const LAUNCHER_INSIDE = `${CONTROL_MOUNT}/launcher.mjs`
 
 /** A host system dir as the sandbox sees it: read-only bind, or the same symlink (`/bin -> usr/bin`). */
 export interface SystemDir {

@@ -51,7 +51,7 @@ const DEFAULT_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/b
 const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt']
 /** Mounted per exec (or the runner's helpers): never files of the private root. */
 const VIRTUAL_DIRS = ['/proc', '/dev', '/sys', '/run/rollgate']
-const LAUNCHER = fileURLToPath(new URL('../sandbox/launcher.ts', import.meta.url))
+const LAUNCHER = fileURLToPath(new URL('../sandbox/launcher.mjs', import.meta.url))
 
 function systemDirs(): SystemDir[] {
   const dirs: SystemDir[] = []

@@ -13,11 +13,11 @@ export const HELPER_DIR = '/run/rollgate'
 export const HELPER_LIB_DIR = `${HELPER_DIR}/lib`
 export const HELPER_LOADER = `${HELPER_DIR}/ld.so`
 export const HELPER_NODE = `${HELPER_DIR}/node`
-export const HELPER_LAUNCHER = `${HELPER_DIR}/launcher.mts`
+export const HELPER_LAUNCHER = `${HELPER_DIR}/launcher.mjs`
 /** Read-write dir shared with the runner (edge socket, pidfiles, ready marker). */
 export const HELPER_CONTROL_DIR = `${HELPER_DIR}/ctl`
 
-export const LAUNCHER_SOURCE = fileURLToPath(new URL('./launcher.ts', import.meta.url))
+export const LAUNCHER_SOURCE = fileURLToPath(new URL('./launcher.mjs', import.meta.url))
 
 export interface HostFile {
   source: string
