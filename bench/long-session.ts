@@ -16,7 +16,7 @@
  * Last line: one JSON object.
  */
 import { execFileSync, spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { DatabaseSync } from 'node:sqlite'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -29,6 +29,10 @@ const { values } = parseArgs({
     turns: { type: 'string', default: '200' },
     'result-tokens': { type: 'string', default: '500' },
     'skip-per-request': { type: 'boolean', default: false },
+    /** prefix_merging preset (main's default became `exact`, which splits this session's turns). */
+    preset: { type: 'string', default: 'tolerant' },
+    /** GET reads at most this many MB (then cancels): first byte and rate are what matter. */
+    'get-mb': { type: 'string', default: '32' },
   },
 })
 const TURNS = Number(values.turns)
@@ -56,12 +60,19 @@ function median(values: number[]): number {
 }
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
 
-/** RSS (MB) of the workerd processes this bench started (children of this process). */
+let workerdPids: number[] | null = null
+/** RSS (MB) of the workerd processes this bench started (children of this process), read from /proc (cheap, no fork). */
 function workerdRssMb(): number {
   try {
-    const out = execFileSync('ps', ['-o', 'rss=,comm=', '--ppid', String(process.pid)], { encoding: 'utf8' })
+    workerdPids ??= execFileSync('ps', ['-o', 'pid=,comm=', '--ppid', String(process.pid)], { encoding: 'utf8' })
+      .split('\n')
+      .filter((line) => line.includes('workerd'))
+      .map((line) => Number(line.trim().split(/\s+/)[0]))
     let kb = 0
-    for (const line of out.split('\n')) if (line.includes('workerd')) kb += Number(line.trim().split(/\s+/)[0])
+    for (const pid of workerdPids) {
+      const match = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
+      kb += Number(match?.[1] ?? 0)
+    }
     return round(kb / 1024, 0)
   } catch {
     return 0
@@ -135,26 +146,28 @@ try {
     { role: 'user', content: 'Investigate why config loading fails and fix it.' },
   ]
   const edgeMs: number[] = []
+  const prepareMs: number[] = []
+  const captureMs: number[] = []
   let finalBodyBytes = 0
   let finalPromptTokens = 0
   const started = performance.now()
   for (let turn = 0; turn < TURNS; turn++) {
     const body = JSON.stringify({ model: 'bench', messages, tools: TOOLS, chat_template_kwargs: { enable_thinking: false } })
     finalBodyBytes = Buffer.byteLength(body)
-    const responses = await Promise.all(
-      sessions.map((s) =>
-        fetch(`${edge.url}/v1/chat/completions`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${s.token}`, 'content-type': 'application/json' },
-          body,
-        }),
-      ),
-    )
-    const response = responses[0] as Response
-    for (const twin of responses.slice(1)) await twin.arrayBuffer()
+    // One after the other: the measured session's Server-Timing must not include the twin's work.
+    const post = (token: string) =>
+      fetch(`${edge.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body,
+      })
+    const response = await post(session.token)
+    for (const twin of sessions.slice(1)) await (await post(twin.token)).arrayBuffer()
     if (response.status !== 200) throw new Error(`turn ${turn}: ${response.status} ${await response.text()}`)
     const timing = parseTiming(response.headers.get('server-timing'))
     edgeMs.push((timing.prepare ?? 0) + (timing.capture ?? 0))
+    prepareMs.push(timing.prepare ?? 0)
+    captureMs.push(timing.capture ?? 0)
     const answer = (await response.json()) as {
       usage: { prompt_tokens: number }
       choices: { message: { content: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[] } }[]
@@ -176,19 +189,66 @@ try {
   const s = info.storage
   const floor = 4 * finalPromptTokens + 8 * s.output_tokens
 
+  const getMax = Number(values['get-mb']) * 1024 * 1024
+  /** GET …/trajectory: status, first byte, and the rate over at most `get-mb` MB (then cancelled). */
+  const timedGet = async (sessionId: string, query: string) => {
+    const t0 = performance.now()
+    let firstByteMs: number | null = null
+    let bytes = 0
+    let status = 0
+    let complete = false
+    try {
+      const get = await fetch(`${edge.url}/v1/sessions/${sessionId}/trajectory?${query}`, { headers: admin })
+      status = get.status
+      const reader = get.body?.getReader()
+      for (;;) {
+        const chunk = await reader?.read()
+        if (!chunk || chunk.done) {
+          complete = true
+          break
+        }
+        firstByteMs ??= performance.now() - t0
+        bytes += chunk.value.byteLength
+        if (bytes >= getMax) {
+          await reader?.cancel()
+          break
+        }
+      }
+    } catch {
+      status = -1
+    }
+    const ms = performance.now() - t0
+    return {
+      status,
+      first_byte_ms: firstByteMs === null ? null : round(firstByteMs, 0),
+      ms: round(ms, 0),
+      bytes,
+      complete,
+      mb_per_s: round(bytes / 1024 / 1024 / (ms / 1000), 1),
+    }
+  }
+  const builderConfig = (builder: string) => (builder === 'prefix_merging' ? { preset: values.preset } : null)
+  const builderQuery = (builder: string) => {
+    const config = builderConfig(builder)
+    return `builder=${builder}${config ? `&config=${encodeURIComponent(JSON.stringify(config))}` : ''}`
+  }
+
   const finalize: Record<string, unknown> = {}
   let peakRss = rssAfterTurns
   for (const [index, builder] of builders.entries()) {
     const sessionId = (sessions[index] as { session_id: string }).session_id
     const { result, peakMb } = await withPeakRss(async () => {
+      // Before finalize: built from the log while it is sent.
+      const built = await timedGet(sessionId, builderQuery(builder))
       const t0 = performance.now()
       let status = 0
       let text = ''
       try {
+        const config = builderConfig(builder)
         const response = await fetch(`${edge.url}/v1/sessions/${sessionId}/finalize`, {
           method: 'POST',
           headers: admin,
-          body: JSON.stringify({ builder }),
+          body: JSON.stringify(config ? { builder, config } : { builder }),
         })
         status = response.status
         text = await response.text()
@@ -196,33 +256,16 @@ try {
         text = `edge failed: ${(error as Error).message}`
       }
       const ms = performance.now() - t0
-      const answer = status === 200 ? (JSON.parse(text) as { trajectory_bytes?: number }) : null
-      const t1 = performance.now()
-      let firstByteMs: number | null = null
-      let bytes = 0
-      let getStatus = 0
-      try {
-        const get = await fetch(`${edge.url}/v1/sessions/${sessionId}/trajectory?builder=${builder}`, { headers: admin })
-        getStatus = get.status
-        const reader = get.body?.getReader()
-        for (;;) {
-          const chunk = await reader?.read()
-          if (!chunk || chunk.done) break
-          firstByteMs ??= performance.now() - t1
-          bytes += chunk.value.byteLength
-        }
-      } catch {
-        getStatus = -1
-      }
+      const answer = status === 200 ? (JSON.parse(text) as { trajectory_bytes?: number; trace_count?: number }) : null
+      // After finalize: the stored object, from R2.
+      const stored = await timedGet(sessionId, builderQuery(builder))
       return {
         finalize_status: status,
         finalize_ms: round(ms, 0),
         finalize_answer: answer ?? text.slice(0, 200),
         finalize_mb_per_s: answer?.trajectory_bytes ? round(answer.trajectory_bytes / 1024 / 1024 / (ms / 1000), 1) : null,
-        get_status: getStatus,
-        get_first_byte_ms: firstByteMs === null ? null : round(firstByteMs, 0),
-        get_total_ms: round(performance.now() - t1, 0),
-        get_bytes: bytes,
+        get_built: built,
+        get_stored: stored,
       }
     })
     peakRss = Math.max(peakRss, peakMb)
@@ -241,6 +284,8 @@ try {
     final_request_body_bytes: finalBodyBytes,
     edge_ms_per_call_first10_p50: round(median(first)),
     edge_ms_per_call_last10_p50: round(median(last)),
+    prepare_ms_last10_p50: round(median(prepareMs.slice(-10))),
+    capture_ms_last10_p50: round(median(captureMs.slice(-10))),
     unique_prompt_tokens_stored: s.unique_prompt_tokens,
     unique_over_final_prompt: round(s.unique_prompt_tokens / finalPromptTokens),
     output_tokens: s.output_tokens,
@@ -267,7 +312,8 @@ if (finalFigures) {
     copyFileSync(source, copy)
     for (const suffix of ['-wal', '-shm']) if (existsSync(source + suffix)) copyFileSync(source + suffix, copy + suffix)
     for (const builder of values['skip-per-request'] ? ['prefix_merging'] : ['prefix_merging', 'per_request']) {
-      const run = spawnSync(process.execPath, ['--max-old-space-size=128', 'bench/lib/finalize-in-node.ts', copy, builder], {
+      const config = builder === 'prefix_merging' ? [JSON.stringify({ preset: values.preset })] : []
+      const run = spawnSync(process.execPath, ['--max-old-space-size=128', 'bench/lib/finalize-in-node.ts', copy, builder, ...config], {
         encoding: 'utf8',
         timeout: 900_000,
       })

@@ -5,7 +5,7 @@
  * every chunk. `bench:long-session` runs it with `--max-old-space-size=128` (a Durable Object's memory):
  * finishing at all is the bound; `heap_peak_mb - heap_start_mb` is the growth. Prints one JSON line.
  *
- * Usage: node bench/lib/finalize-in-node.ts <session.sqlite> <per_request|prefix_merging>
+ * Usage: node bench/lib/finalize-in-node.ts <session.sqlite> <per_request|prefix_merging> [config JSON]
  */
 import { getHeapStatistics } from 'node:v8'
 import { BlobStore } from '../../src/durable/session/blob-store.ts'
@@ -16,7 +16,8 @@ import { ensureSchema } from '../../src/durable/session/schema.ts'
 import { trajectoryChunks } from '../../src/durable/session/trajectory-stream.ts'
 import { MemoryBucket, nodeSql } from '../../scripts/lib/node-sqlite.ts'
 
-const [path, builder] = process.argv.slice(2) as [string, 'per_request' | 'prefix_merging']
+const [path, builder, configText] = process.argv.slice(2) as [string, 'per_request' | 'prefix_merging', string | undefined]
+const builderConfig = configText ? (JSON.parse(configText) as Record<string, unknown>) : undefined
 const { sql } = nodeSql(path)
 ensureSchema(sql)
 const config = JSON.parse(sql.first<{ value: string }>("SELECT value FROM rg_meta WHERE key = 'session'")?.value ?? 'null') as SessionConfig
@@ -36,7 +37,7 @@ const session = { session_id: config.session_id, task_id: config.task_id, metada
 const written = await writeChunks(
   bucket,
   `trajectories/${config.session_id}/${builder}.json`,
-  sampled(trajectoryChunks(log, { builder }, session)),
+  sampled(trajectoryChunks(log, { builder, ...(builderConfig ? { config: builderConfig } : {}) }, session)),
   'application/json',
 )
 const ms = performance.now() - t0
