@@ -269,7 +269,7 @@ describe('rollout with runners over WebSockets', () => {
       instruction: 'create hello.txt containing hi',
       agent: { harness: 'qwen_code' },
       builder: { strategy: 'per_request' },
-      evaluator: { strategy: 'hidden_tests' },
+      evaluator: { strategy: 'evaluators/hidden-tests.ts:hiddenTests' },
     })
     const session = await owner.take('it-task-takeover')
     await waitStatus(session.session_id, 'RUNNING')

@@ -142,13 +142,23 @@ describe("Polar's trainer client: admin token in the base URL, /health", () => {
   })
 })
 
+/** Evaluator configs are validated at submit (src/contract/evaluator-config.ts): valid ones per strategy. */
+const VALID_EVALUATOR_CONFIGS: Record<string, Record<string, unknown>> = {
+  swebench_harness: { instance: { instance_id: 'demo__demo-1', FAIL_TO_PASS: ['tests/test_a.py::test_a'] } },
+  test_on_output: { test_command: 'python3 -m pytest -q', expected_output_json: { 'tests/test_a.py::test_a': 'PASSED' } },
+}
+
 describe('runner-side evaluators', () => {
   it('warns at submit when no connected runner offers the evaluator; a session whose evaluator did not run ends ERROR', async () => {
     const runner = await TestRunner.start('polar-eval-r1', { evaluators: ['test_on_output'] })
     runner.serveTunnel(() => null)
     const warnings = async (strategy: string, taskId: string) => {
       const res = await submit(
-        taskBody(taskId, { evaluator: { strategy, config: {} }, num_samples: 2, builder: { strategy: 'per_request' } }),
+        taskBody(taskId, {
+          evaluator: { strategy, config: VALID_EVALUATOR_CONFIGS[strategy] ?? {} },
+          num_samples: 2,
+          builder: { strategy: 'per_request' },
+        }),
       )
       expect(res.status).toBe(200)
       return ((await res.json()) as { warnings?: { code: string; message: string }[] }).warnings

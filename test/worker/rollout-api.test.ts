@@ -82,6 +82,19 @@ describe('task submission', () => {
     const mistyped = await submit(taskBody('bad-8', { builder: { strategy: 'prefix_merging', config: { strict: 'yes' } } }))
     expect(await errorOf(mistyped)).toMatchObject({ param: 'builder.config.strict', message: expect.stringContaining('boolean') })
     expect((await SELF.fetch(`${EDGE}/rollout/task/bad-7`, { headers: ADMIN })).status).toBe(404)
+    // Evaluator configs too (src/contract/evaluator-config.ts), naming the field under `evaluator`.
+    const noCommand = await submit(taskBody('bad-9', { evaluator: { strategy: 'test_on_output', config: {} } }))
+    expect(noCommand.status).toBe(400)
+    expect(await errorOf(noCommand)).toMatchObject({
+      param: 'evaluator.config.test_command',
+      message: expect.stringContaining('test_on_output'),
+    })
+    const unknownEvaluator = await submit(taskBody('bad-10', { evaluator: { strategy: 'magic' } }))
+    expect(await errorOf(unknownEvaluator)).toMatchObject({
+      param: 'evaluator.strategy',
+      message: expect.stringContaining('unknown evaluator "magic"'),
+    })
+    expect((await SELF.fetch(`${EDGE}/rollout/task/bad-9`, { headers: ADMIN })).status).toBe(404)
     // Polar's keys that do not apply are accepted and reported.
     const polar = await submit(
       taskBody('polar-keys-1', { builder: { strategy: 'prefix_merging', config: { tokenizer_name_or_path: 'Qwen/Qwen3-8B' } } }),

@@ -17,6 +17,7 @@
  * Mounted at `/` before the proxy; every route carries `requireAdmin` itself (no catch-all middleware).
  */
 import { Hono } from 'hono'
+import { validateEvaluatorConfig } from '../../contract/evaluator-config.ts'
 import { type TaskRequest, taskRequestSchema } from '../../contract/rollout.ts'
 import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { edgeConfig } from '../config.ts'
@@ -42,6 +43,10 @@ for (const path of ['/rollout/task/submit', '/v1/tasks']) {
     const request: TaskRequest = parseOrThrow(taskRequestSchema, parseJsonBody(await readBodyText(c.req.raw, MAX_TASK_BODY_BYTES)))
     // Checked here, not after each session's agent has run (the build would fail then).
     const { warnings } = builderConfigOrThrow(request.builder.strategy, request.builder.config, 'builder.config')
+    if (request.evaluator) {
+      const check = validateEvaluatorConfig(request.evaluator.strategy, request.evaluator.config)
+      if (!check.ok) throw new GatewayError(400, 'invalid_request', check.message, `evaluator.${check.path}`)
+    }
     const config = edgeConfig(c.env)
     const outcome = await taskStub(c.env, request.task_id).submit(request.task_id, request, {
       public_url: (c.env.ROLLGATE_PUBLIC_URL || new URL(c.req.url).origin).replace(/\/+$/, ''),
