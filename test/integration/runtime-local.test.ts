@@ -172,6 +172,17 @@ describe('local runtime: exec, files', () => {
     expect(failing).toMatchObject({ exitCode: 3, stdout: 'out\n', stderr: 'err\n', timedOut: false, cancelled: false })
   })
 
+  it('creates a work dir under the session mount at start; an upload fills it (the fix-stats task layout)', async () => {
+    const { runtime, sessionDir } = await startRuntime({ backend: 'local', workdir: '/polar/session/workspace' })
+    const source = join(base, 'workspace-src')
+    await mkdir(source, { recursive: true })
+    await writeFile(join(source, 'a.txt'), 'a\n')
+    await runtime.upload(source, '/polar/session/workspace')
+    const listed = await runtime.exec({ command: 'pwd; cat a.txt' })
+    expect(listed).toMatchObject({ exitCode: 0, stdout: '/polar/session/workspace\na\n' })
+    expect(await readFile(join(sessionDir, 'workspace', 'a.txt'), 'utf8')).toBe('a\n')
+  })
+
   it('tees output to log files', async () => {
     const { runtime, sessionDir } = await startRuntime()
     const stdoutPath = join(sessionDir, 'logs', 'agent', 'step.00.stdout.log')

@@ -159,8 +159,10 @@ export class LocalRuntime implements Runtime {
     for (const dir of ['root', 'tmp', 'polar/session', 'run/rollgate']) await mkdir(join(root, dir), { recursive: true })
     await chmod(join(root, 'tmp'), 0o1777)
     await this.ensureSystemLinks()
-    if (!isUnder(this.workDir, SESSION_MOUNT))
-      await mkdir(await hostPathWithin(root, posix.relative('/', this.workDir)), { recursive: true })
+    // The work dir exists from the start (the start probe and every exec run in it; an upload_dir fills it).
+    if (isUnder(this.workDir, SESSION_MOUNT))
+      await mkdir(join(this.context.sessionDir, posix.relative(SESSION_MOUNT, this.workDir)), { recursive: true })
+    else await mkdir(await hostPathWithin(root, posix.relative('/', this.workDir)), { recursive: true })
     await mkdir(join(base, 'control'), { recursive: true })
     this.relay = await startEdgeRelay(join(base, 'control', 'edge.sock'), this.context.edgeUrl)
     const memoryBytes = this.spec.memory_mb ? this.spec.memory_mb * 1024 * 1024 : null
