@@ -57,6 +57,8 @@ export interface EdgeOptions {
    * (a crash, as the chaos suite needs); the group is also killed when this process exits.
    */
   group?: boolean
+  /** wrangler's log level (default `info` when verbose, else `warn`; the Worker's own log lines show at `debug`). */
+  logLevel?: 'debug' | 'info' | 'log' | 'warn' | 'error'
 }
 
 export interface EdgeProcess {
@@ -87,7 +89,7 @@ export async function startEdge(options: EdgeOptions): Promise<EdgeProcess> {
     options.persistTo,
     '--show-interactive-dev-session=false',
     '--log-level',
-    options.verbose ? 'info' : 'warn',
+    options.logLevel ?? (options.verbose ? 'info' : 'warn'),
   ]
   for (const [key, value] of Object.entries(options.vars)) args.push('--var', `${key}:${value}`)
   const child = spawn(process.execPath, args, {

@@ -3,6 +3,7 @@
  * The edge's hono app: health, control plane, harness proxy; one error handler rendering every failure
  * in the caller's own wire format.
  */
+import { logError, logRequest } from '../contract/log.ts'
 import { type Context, Hono } from 'hono'
 import { RequestValidationError } from '../normalize/adapter.ts'
 import { detectAdapter } from '../normalize/registry.ts'
@@ -19,6 +20,15 @@ import { runners } from './routes/runners.ts'
 import { proxy } from './routes/proxy.ts'
 
 export const app = new Hono<{ Bindings: Env }>()
+
+// One request line per call, its session token redacted (the platform's invocation logs, which keep
+// full URLs, are off in wrangler.toml). Health probes are not logged.
+app.use('*', async (c, next) => {
+  const started = Date.now()
+  await next()
+  const url = new URL(c.req.url)
+  if (url.pathname !== '/' && url.pathname !== '/health') logRequest(c.req.method, url, c.res.status, Date.now() - started)
+})
 
 app.on(['GET', 'HEAD'], '/', (c) => c.json({ status: 'ok', service: 'rollgate' }))
 // Polar's launch scripts poll `GET /health` on the rollout server.
@@ -38,7 +48,7 @@ function normalizedError(error: unknown): NormalizedError {
   if (error instanceof RequestValidationError) {
     return { status: error.status, kind: 'invalid_request', message: error.message, param: error.param }
   }
-  console.error('unhandled edge error', error)
+  logError('unhandled edge error', error)
   return { status: 500, kind: 'internal', message: 'internal gateway error' }
 }
 

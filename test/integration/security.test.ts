@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type EdgeProcess, startEdge } from '../../scripts/lib/processes.ts'
+import { eventually } from '../support/stack.ts'
 import { type CaptureUpstream, startCaptureUpstream } from '../support/capture-upstream.ts'
 
 const ADMIN_TOKEN = 'itest-admin-token'
@@ -59,6 +60,7 @@ beforeAll(async () => {
       ROLLGATE_UPSTREAM_URL: configured.url,
       ROLLGATE_UPSTREAM_API_KEY: UPSTREAM_KEY,
     },
+    logLevel: 'debug',
   })
 })
 
@@ -105,5 +107,34 @@ describe('credentials in upstream URLs', () => {
     const sent = foreign.seen.slice(before)
     expect(sent.length).toBeGreaterThan(0)
     for (const request of sent) expect(request.headers.authorization).toBeUndefined()
+  })
+})
+
+describe('logs', () => {
+  it('never print a session token: request lines carry the redacted path, errors are redacted too', async () => {
+    const session = await createSession({})
+    const token = session.token
+    await fetch(`${edge.url}/s/${token}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+    })
+    await fetch(`${edge.url}/v1beta/models/m:generateContent?key=${token}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }),
+    })
+    const marker = '"path":"/s/rg_…/v1/chat/completions"'
+    await eventually(async () => expect(edge.output()).toContain(marker))
+    // wrangler dev's own access lines (`[wrangler:info] POST /s/<token>/…`) come from the dev server, not the
+    // Worker (SECURITY.md); everything else — the Worker's lines, and at debug level the inspector traffic — is checked.
+    const workerLines = edge
+      .output()
+      .split('\n')
+      .filter((line) => !/^\[wrangler(-ProxyWorker)?:info\] /.test(line))
+      .join('\n')
+    expect(workerLines).toContain('"path":"/v1beta/models/m:generateContent"')
+    expect(workerLines).not.toContain(token.slice(3, 20))
+    expect(workerLines).not.toContain(token.split('.')[1])
   })
 })

@@ -136,7 +136,12 @@ describe('dispatch and the full lifecycle', () => {
     const state = await rolloutSession(sessionId).lifecycle()
     expect(state?.status).toBe('COMPLETED')
     // The finished session no longer takes calls.
-    expect((await chat(sessionId, 'too late')).status).toBe(403)
+    // The finished session's token is revoked.
+    const late = await chat(sessionId, 'too late')
+    expect(late.status).toBe(401)
+    expect(((await late.json()) as { error: { message: string } }).error.message).toContain(
+      'session token revoked: session ended COMPLETED',
+    )
     runner.close()
   })
 

@@ -13,6 +13,7 @@
  * without the right secret → 401 (the live connection stays); an id connected but not enrolled yet →
  * 409; an id with no credential → accepted, and its registration mints the secret.
  */
+import { logError } from '../../contract/log.ts'
 import { DurableObject } from 'cloudflare:workers'
 import type { RolloutEvent, RolloutStatus } from '../../contract/rollout.ts'
 import {
@@ -258,7 +259,7 @@ export class RunnerHub extends DurableObject<Env> {
   /** Run `work` after everything already queued for this runner (messages, then its disconnect). */
   async #inOrder(runnerId: string, label: string, work: () => Promise<void>): Promise<void> {
     const previous = this.#chains.get(runnerId) ?? Promise.resolve()
-    const settled = previous.then(work).catch((error) => console.error('runner hub:', runnerId, label, error))
+    const settled = previous.then(work).catch((error) => logError('runner hub:', runnerId, label, error))
     this.#chains.set(runnerId, settled)
     await settled
     if (this.#chains.get(runnerId) === settled) this.#chains.delete(runnerId)

@@ -48,7 +48,16 @@ type Rpc<T> = { [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (..
 export type SessionRpc = Rpc<
   Pick<
     SessionObject,
-    'create' | 'config' | 'record' | 'completions' | 'completionById' | 'summary' | 'trajectory' | 'trajectoryStream' | 'finalize'
+    | 'create'
+    | 'config'
+    | 'revoked'
+    | 'record'
+    | 'completions'
+    | 'completionById'
+    | 'summary'
+    | 'trajectory'
+    | 'trajectoryStream'
+    | 'finalize'
   >
 >
 
@@ -74,6 +83,18 @@ export class SessionObject extends DurableObject<Env> {
 
   config(): SessionConfig | null {
     return this.#store.config()
+  }
+
+  /**
+   * Why the session's token no longer works, or null while it does: revoked once a bare session is
+   * finalized (or being finalized), and once a rollout session ended (completed, failed, timed out, cancelled).
+   */
+  revoked(): string | null {
+    const finalization = this.#store.finalization()
+    if (finalization) return `session was finalized at ${finalization.finalized_at}`
+    if (this.#finalizing) return 'session is being finalized'
+    const status = this.#rolloutSide().lifecycle()?.status
+    return status === 'COMPLETED' || status === 'ERROR' || status === 'TIMEOUT' ? `session ended ${status}` : null
   }
 
   async record(input: CompletionInput): Promise<RecordResult> {
@@ -201,6 +222,10 @@ export class SessionObject extends DurableObject<Env> {
 
   admit(leaseMs?: number, maxWaitMs?: number): Promise<Admission> {
     return this.#rolloutSide().admit(leaseMs, maxWaitMs)
+  }
+
+  peek(): Admission {
+    return this.#rolloutSide().peek()
   }
 
   recordAdmitted(ticket: string, input: CompletionInput): Promise<RecordResult> {

@@ -11,6 +11,7 @@
  * RPC cannot serialize it) is not retried forever: the session ends ERROR with an empty trajectory
  * that says why, and the task goes on.
  */
+import { logError } from '../../contract/log.ts'
 import type { UpstreamKind } from '../../contract/completion-record.ts'
 import type { RolloutEvent } from '../../contract/rollout.ts'
 import type { AgentResult, RunnerSessionStatus } from '../../contract/runner-protocol.ts'
@@ -78,6 +79,7 @@ export type SessionRolloutRpc = Rpc<
     SessionRollout,
     | 'register'
     | 'admit'
+    | 'peek'
     | 'recordAdmitted'
     | 'gateSync'
     | 'lifecycle'
@@ -157,6 +159,28 @@ export class SessionRollout {
     return { ok: true, managed: true, ticket, policy_version, route: 'direct' }
   }
 
+  /**
+   * The status gate without a lease (calls that never generate, e.g. count_tokens): whether the session
+   * takes calls now (RUNNING, or a bare session), and where its engine is.
+   */
+  peek(): Admission {
+    const state = this.#lifecycle.state()
+    if (!state) return { ok: true, managed: false }
+    if (state.status !== 'RUNNING') return { ok: false, status: state.status, paused: false }
+    if (state.route === 'runner' && state.runner_id && state.runner_upstream) {
+      return {
+        ok: true,
+        managed: true,
+        ticket: '',
+        policy_version: null,
+        route: 'runner',
+        runner_id: state.runner_id,
+        upstream: state.runner_upstream,
+      }
+    }
+    return { ok: true, managed: true, ticket: '', policy_version: null, route: 'direct' }
+  }
+
   /** Commit an admitted call's record, then return its gate lease. */
   async recordAdmitted(ticket: string, input: CompletionInput): Promise<RecordResult> {
     try {
@@ -205,7 +229,7 @@ export class SessionRollout {
         .gate()
         .subscribe(sessionId)
         .catch((error: unknown) => {
-          console.error('generation gate subscribe failed', error)
+          logError('generation gate subscribe failed', error)
           return null
         })
       if (view) this.#gate.update(view)
@@ -322,7 +346,7 @@ export class SessionRollout {
       await this.#deliver()
       await this.#schedule()
     }
-    run().catch((error) => console.error('session rollout hand-off failed', error))
+    run().catch((error) => logError('session rollout hand-off failed', error))
   }
 
   /** POST_RUN → BUILDING → EVALUATING → terminal. Serialized; safe to re-run after a crash. */
@@ -402,7 +426,7 @@ export class SessionRollout {
         }
         this.#lifecycle.notified('task')
       } catch (error) {
-        console.error('session result hand-off to the task failed', error)
+        logError('session result hand-off to the task failed', error)
         failed = true
       }
     }
@@ -412,7 +436,7 @@ export class SessionRollout {
         await this.#deps.hub().sessionEnded(config?.session_id ?? '', state.status)
         this.#lifecycle.notified('hub')
       } catch (error) {
-        console.error('session end hand-off to the runner hub failed', error)
+        logError('session end hand-off to the runner hub failed', error)
         failed = true
       }
     }

@@ -8,6 +8,7 @@
  * Every step is re-driven by the alarm from SQLite state (undispatched sessions, unresolved
  * sessions polled as a safety net, a pending callback), so a restart loses nothing.
  */
+import { logError } from '../../contract/log.ts'
 import type { UpstreamKind } from '../../contract/completion-record.ts'
 import {
   agentTimeoutSeconds,
@@ -317,7 +318,7 @@ export class TaskCoordinator {
         .session(sessionId)
         .cancel(reason)
         .catch((error: unknown) => {
-          console.error('cancel failed', sessionId, error)
+          logError('cancel failed', sessionId, error)
           return null
         })
       if (!outcome) return

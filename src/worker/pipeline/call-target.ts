@@ -11,7 +11,7 @@
  */
 import type { UpstreamConfig } from '../../durable/session/record.ts'
 import type { PolicyVersion } from '../../durable/session/session-gate.ts'
-import type { SessionRolloutRpc } from '../../durable/session/session-rollout.ts'
+import type { Admission, SessionRolloutRpc } from '../../durable/session/session-rollout.ts'
 import type { EdgeConfig } from '../config.ts'
 import { isRolloutSessionId } from '../../contract/rollout.ts'
 import { GatewayError } from '../errors.ts'
@@ -33,6 +33,42 @@ export interface CallTarget {
   policyVersion: PolicyVersion
 }
 
+const ENDED = ['COMPLETED', 'ERROR', 'TIMEOUT']
+
+/** Why a rollout session refuses a call: paused (503), ended — its token is revoked (401) — or not RUNNING (403). */
+export function admissionRefusal(admission: Extract<Admission, { ok: false }>): GatewayError {
+  if (admission.paused) return new GatewayError(503, 'overloaded', 'inference is paused (weight update); retry later')
+  if (ENDED.includes(admission.status))
+    return new GatewayError(401, 'authentication', `session token revoked: session ended ${admission.status}`)
+  return new GatewayError(403, 'permission', `session is ${admission.status}: model calls are accepted only while the session is RUNNING`)
+}
+
+/**
+ * Where a call that never generates (count_tokens) goes: the status gate without a lease. A rollout
+ * session must be RUNNING; a runner-routed one is answered by its runner's engine through the tunnel.
+ */
+export async function resolveLookupTarget(
+  env: Env,
+  config: EdgeConfig,
+  access: SessionAccess,
+): Promise<Omit<CallTarget, 'ticket' | 'policyVersion'>> {
+  const bare = { upstream: access.config.upstream, route: 'direct' }
+  if (!isRolloutSessionId(access.sessionId)) {
+    await access.stillValid()
+    return bare
+  }
+  const admission = await (access.stub as unknown as Pick<SessionRolloutRpc, 'peek'>).peek()
+  if (!admission.ok) throw admissionRefusal(admission)
+  if (admission.managed && admission.route === 'runner') {
+    return {
+      upstream: { url: `runner://${admission.runner_id}`, kind: admission.upstream.kind, served_model: admission.upstream.model },
+      route: `runner:${admission.runner_id}`,
+      fetch: runnerTunnelFetch(env, admission.runner_id, config.upstreamTimeoutMs),
+    }
+  }
+  return bare
+}
+
 export async function resolveCallTarget(env: Env, config: EdgeConfig, access: SessionAccess): Promise<CallTarget> {
   const bare: CallTarget = { upstream: access.config.upstream, route: 'direct', ticket: null, policyVersion: null }
   if (!isRolloutSessionId(access.sessionId)) return bare
@@ -40,10 +76,7 @@ export async function resolveCallTarget(env: Env, config: EdgeConfig, access: Se
     config.upstreamTimeoutMs + LEASE_MARGIN_MS,
     config.upstreamTimeoutMs,
   )
-  if (!admission.ok) {
-    if (admission.paused) throw new GatewayError(503, 'overloaded', 'inference is paused (weight update); retry later')
-    throw new GatewayError(403, 'permission', `session is ${admission.status}: model calls are accepted only while the session is RUNNING`)
-  }
+  if (!admission.ok) throw admissionRefusal(admission)
   if (!admission.managed) return bare
   const gated = { ticket: admission.ticket, policyVersion: admission.policy_version }
   if (admission.route === 'runner') {

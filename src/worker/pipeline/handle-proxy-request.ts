@@ -49,6 +49,8 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   let body = parseJsonBody(originalText)
   if (adapter.id === 'openai-responses') body = await resolvePreviousResponseBody(body, sessionCompletionLookup(access.stub))
   const parsed = adapter.parseRequest(body, url)
+  // A finalized or ended session's token is revoked: refused before the engine is called.
+  await access.stillValid()
   const upstream = target.upstream
   const engineOptions = {
     kind: upstream.kind,

@@ -39,6 +39,12 @@ export interface SessionAccess {
   agent: string
   stub: SessionRpc
   config: SessionConfig
+  /**
+   * Resolves while the session's token is not revoked (finalized / ended session), else rejects with a
+   * 401. The check starts at authentication, so its round trip overlaps reading the body; await it
+   * before any upstream call.
+   */
+  stillValid(): Promise<void>
 }
 
 export function sessionStub(env: Env, sessionId: string): SessionRpc {
@@ -69,5 +75,9 @@ export async function authenticateSession(
     if (configCache.size >= CACHE_LIMIT) configCache.clear()
     configCache.set(sessionId, sessionConfig)
   }
-  return { sessionId, agent, stub, config: sessionConfig }
+  const revocation = stub.revoked().then((reason) => {
+    if (reason) throw new GatewayError(401, 'authentication', `session token revoked: ${reason}`)
+  })
+  revocation.catch(() => {}) // awaited by the caller (`stillValid`); never an unhandled rejection meanwhile
+  return { sessionId, agent, stub, config: sessionConfig, stillValid: () => revocation }
 }

@@ -65,6 +65,7 @@ let release: () => void = () => {}
 
 const stub = {
   config: async () => sessionConfig,
+  revoked: async () => null,
   record: async (input: CompletionInput) => {
     recordEntered.resolve()
     if (mode.kind === 'fail') throw new Error(mode.message)

@@ -32,6 +32,7 @@ const sessionConfig: SessionConfig = {
 const recorded: CompletionInput[] = []
 const stub = {
   config: async () => sessionConfig,
+  revoked: async () => null,
   record: async (input: CompletionInput) => {
     recorded.push(input)
     return { seq: recorded.length - 1, completion_id: input.completion_id, stored_bytes: 0, duplicate: false }
