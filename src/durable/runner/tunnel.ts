@@ -38,6 +38,24 @@ function errorResponse(status: number, message: string): Response {
   return Response.json({ error: { message, type: 'tunnel_error', code: status } }, { status })
 }
 
+/** Statuses whose responses carry no body (the Response constructor refuses one). */
+const NULL_BODY_STATUSES = new Set([204, 205, 304])
+
+/** Why a runner's `tunnel.head` cannot become a Response (null when it can); fills `headers` on the way. */
+function invalidHead(message: Extract<RunnerMessage, { type: 'tunnel.head' }>, headers: Headers): string | null {
+  if (message.status < 200 || message.status > 599) return `status ${message.status} is not a final HTTP status`
+  if (NULL_BODY_STATUSES.has(message.status) && (message.body || message.more)) return `status ${message.status} cannot have a body`
+  for (const [key, value] of Object.entries(message.headers)) {
+    if (HOP_HEADERS.has(key.toLowerCase())) continue
+    try {
+      headers.set(key, value)
+    } catch {
+      return `invalid header ${JSON.stringify(key.slice(0, 64))}`
+    }
+  }
+  return null
+}
+
 export class TunnelRequests {
   readonly #send: (runnerId: string, message: EdgeMessage) => boolean
   readonly #pending = new Map<string, Pending>()
@@ -107,8 +125,13 @@ export class TunnelRequests {
         pending.head = null
         const requestId = message.request_id
         const headers = new Headers()
-        for (const [key, value] of Object.entries(message.headers)) {
-          if (!HOP_HEADERS.has(key.toLowerCase())) headers.set(key, value)
+        const invalid = invalidHead(message, headers)
+        if (invalid) {
+          // A head no HTTP response can have: the call is answered at once (a provider-shaped 502 at the Worker).
+          this.#send(runnerId, { type: 'tunnel.cancel', request_id: requestId, reason: `invalid tunnel.head: ${invalid}` })
+          this.#finish(requestId)
+          head.resolve(errorResponse(502, `runner ${runnerId} sent an invalid response head: ${invalid}`))
+          return true
         }
         if (!message.more) {
           // The whole answer in one frame (the common non-streaming case): no stream needed.
