@@ -13,7 +13,7 @@
  *
  * Once: the pinned CLIs the variants need are installed into the per-host cache (`runner/harness/install.ts`,
  * timed); the stand-in engine with the `solver` policy behind an engine tap (records every generation it
- * serves); the edge under `wrangler dev`; the real runner (`rollgate runner --runtime local`: bubblewrap
+ * serves), each answer 400 ms late so that every streamed answer carries the edge's keep-alives (250 ms); the edge under `wrangler dev`; the real runner (`rollgate runner --runtime local`: bubblewrap
  * sandboxes that reach only the edge; inference tunnelled edge → runner → tap → engine). Then per variant,
  * one after the other (so the engine's calls belong to one session): a `TaskRequest` (the fix-stats task,
  * `agent: {harness, settings: {variant}}`, 1 sample, `test_on_output`) submitted to the edge, waited for,
@@ -112,7 +112,8 @@ async function main(): Promise<number> {
 
   // 2. Engine (solver policy) behind a tap, the edge, the runner.
   const work = mkdtempSync(join(tmpdir(), 'rollgate-harness-matrix-'))
-  const engine = await startEngine({ port: 0, seed: 7, maxModelLen: 262_144, policy: 'solver' })
+  // Every generation outlasts the edge's heartbeat, so every harness also parses the keep-alives of its stream.
+  const engine = await startEngine({ port: 0, seed: 7, maxModelLen: 262_144, policy: 'solver', latencyMs: 400 })
   const tap = await startEngineTap(engine.url)
   const edge = await startEdge({
     persistTo: join(work, 'edge-state'),
@@ -122,7 +123,7 @@ async function main(): Promise<number> {
       ROLLGATE_SIGNING_KEY: 'harness-matrix-signing-key',
       ROLLGATE_UPSTREAM_URL: tap.url,
       ROLLGATE_RUNNER_TOKEN: RUNNER_TOKEN,
-      ROLLGATE_HEARTBEAT_MS: '1000',
+      ROLLGATE_HEARTBEAT_MS: '250',
     },
   })
   const runnerLog = join(work, 'runner.log')

@@ -3,11 +3,14 @@
  * Synthetic Gemini SSE (`:streamGenerateContent?alt=sse`, wire-protocols.md §4.4): `data:` frames of
  * `GenerateContentResponse`, no `event:` names and no `[DONE]`. The thought part comes in its own
  * frame; the last frame carries the text and every whole `functionCall`, `finishReason` and
- * `usageMetadata` (Gemini CLI requires a finish reason on a frame with content). Keep-alives are SSE
- * comments, which `@google/genai` skips; a failure is a `data: {"error": …}` frame, which it throws.
+ * `usageMetadata` (Gemini CLI requires a finish reason on a frame with content). A keep-alive is an empty
+ * line, not an SSE comment: the `@google/genai` 1.x that Gemini CLI 0.61 bundles only skips whitespace
+ * before `data:` (a `: keep-alive` comment stays in its buffer and the stream ends in "Incomplete JSON
+ * segment at the end"), and an empty line is no event for any SSE parser. A failure is a
+ * `data: {"error": …}` frame, which it throws.
  */
 import type { ResponseContext, StreamEncoder } from '../../adapter.ts'
-import { sseComment, sseData } from '../../sse.ts'
+import { sseData } from '../../sse.ts'
 import type { Completion, NormalizedError } from '../../types.ts'
 import { googleErrorBody } from './google-error.ts'
 import { googleResponseFrame, googleResponseParts } from './google-response.ts'
@@ -15,7 +18,7 @@ import { googleResponseFrame, googleResponseParts } from './google-response.ts'
 export function createGoogleStreamEncoder(context: ResponseContext): StreamEncoder {
   return {
     start: () => '',
-    heartbeat: () => sseComment('keep-alive'),
+    heartbeat: () => '\n',
     completion(completion: Completion) {
       const { thought, rest } = googleResponseParts(completion, context)
       let out = ''
