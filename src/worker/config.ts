@@ -8,6 +8,7 @@ import { withoutCredentials } from '../contract/upstream-url.ts'
 
 /** Default cap on a harness request body; Workers accept 100 MB, a 50-turn agent sends ~2 MB. */
 const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+const DEFAULT_MAX_SESSION_BYTES = 2 * 1024 * 1024 * 1024
 /** Polar's inference read timeout (polar-compat.md §5). */
 const DEFAULT_UPSTREAM_TIMEOUT_MS = 900_000
 /** Keep-alive cadence for synthetic streams while the engine works (harness idle timeouts). */
@@ -23,6 +24,8 @@ export interface EdgeConfig {
   upstreamKeyOrigins: readonly string[]
   servedModel: string | null
   maxBodyBytes: number
+  /** Captured bytes a session may hold before it takes no more model calls. */
+  maxSessionBytes: number
   upstreamTimeoutMs: number
   heartbeatMs: number
   /** Lifetime of the tokens of bare sessions (`POST /v1/sessions` may ask for another). */
@@ -73,6 +76,7 @@ export function edgeConfig(env: Env): EdgeConfig {
     upstreamKeyOrigins: keyOrigins(env),
     servedModel: env.ROLLGATE_SERVED_MODEL || null,
     maxBodyBytes: positiveInt(env.ROLLGATE_MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES),
+    maxSessionBytes: positiveInt(env.ROLLGATE_MAX_SESSION_BYTES, DEFAULT_MAX_SESSION_BYTES),
     upstreamTimeoutMs: positiveInt(env.ROLLGATE_UPSTREAM_TIMEOUT_MS, DEFAULT_UPSTREAM_TIMEOUT_MS),
     heartbeatMs: positiveInt(env.ROLLGATE_HEARTBEAT_MS, DEFAULT_HEARTBEAT_MS),
     sessionTokenTtlSeconds: positiveInt(env.ROLLGATE_SESSION_TOKEN_TTL_SECONDS, DEFAULT_SESSION_TOKEN_TTL_SECONDS),

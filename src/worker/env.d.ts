@@ -6,6 +6,8 @@ interface Env {
   /** Extra origins (comma-separated) the upstream API key may be sent to, besides ROLLGATE_UPSTREAM_URL's. */
   ROLLGATE_UPSTREAM_KEY_ORIGINS?: string
   ROLLGATE_MAX_BODY_BYTES?: string
+  /** Captured bytes a session may hold (default 2 GiB); past it, model calls get a 413 naming the limit. */
+  ROLLGATE_MAX_SESSION_BYTES?: string
   /** Lifetime of bare sessions' tokens in seconds (default 86400); rollout tokens live for their session's budget. */
   ROLLGATE_SESSION_TOKEN_TTL_SECONDS?: string
   ROLLGATE_UPSTREAM_TIMEOUT_MS?: string

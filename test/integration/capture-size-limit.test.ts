@@ -59,7 +59,13 @@ beforeAll(async () => {
   persistTo = mkdtempSync(join(tmpdir(), 'rollgate-size-'))
   edge = await startMiniflareEdge({
     persistTo,
-    vars: { ROLLGATE_ADMIN_TOKEN: 'size-admin', ROLLGATE_SIGNING_KEY: 'k', ROLLGATE_UPSTREAM_URL: upstreamUrl },
+    // Each size test below uses its own session; the session limit test fills one past 4 MiB.
+    vars: {
+      ROLLGATE_ADMIN_TOKEN: 'size-admin',
+      ROLLGATE_SIGNING_KEY: 'k',
+      ROLLGATE_UPSTREAM_URL: upstreamUrl,
+      ROLLGATE_MAX_SESSION_BYTES: String(4 * MIB),
+    },
   })
 }, 120_000)
 
@@ -85,12 +91,12 @@ async function completionCount(sessionId: string): Promise<number> {
 }
 
 /** A chat (or Anthropic) body of exactly `bytes` bytes: one large user message. */
-function body(bytes: number, dialect: 'chat' | 'anthropic', stream = false): string {
+function body(bytes: number, dialect: 'chat' | 'anthropic', stream = false, fill = 'x'): string {
   const shell =
     dialect === 'chat'
       ? (text: string) => JSON.stringify({ model: 'm', stream, messages: [{ role: 'user', content: text }] })
       : (text: string) => JSON.stringify({ model: 'm', stream, max_tokens: 64, messages: [{ role: 'user', content: text }] })
-  return shell('x'.repeat(bytes - shell('').length))
+  return shell(fill.repeat(bytes - shell('').length))
 }
 
 async function call(token: string, text: string, dialect: 'chat' | 'anthropic') {
@@ -137,5 +143,22 @@ describe('capture at the size limit', () => {
     expect(captured.status, captured.text.slice(0, 300)).toBe(200)
     expect(engineCalls).toBe(before + 1)
     expect(await completionCount(session_id)).toBe(1)
+  }, 120_000)
+
+  it('a session past ROLLGATE_MAX_SESSION_BYTES gets a 413 naming the limit on its next call, before the engine', async () => {
+    const { session_id, token } = await session()
+    expect((await call(token, body(3 * MIB, 'chat'), 'chat')).status).toBe(200)
+    expect((await call(token, body(Math.floor(1.5 * MIB), 'chat', false, 'y'), 'chat')).status).toBe(200)
+    const before = engineCalls
+    const refused = await call(token, body(1024, 'chat'), 'chat')
+    expect(refused.status).toBe(413)
+    expect((JSON.parse(refused.text) as { error: { message: string } }).error.message).toMatch(
+      /^session .* holds .* MiB of captured calls, at its 4\.0 MiB limit \(ROLLGATE_MAX_SESSION_BYTES\): it takes no more model calls; finalize it/,
+    )
+    expect(engineCalls).toBe(before)
+    expect(await completionCount(session_id)).toBe(2)
+    // Finalize still works: the limit keeps the session finalizable instead of failing there.
+    const finalize = await fetch(`${edge.url}/v1/sessions/${session_id}/finalize`, { method: 'POST', headers: ADMIN, body: '{}' })
+    expect(finalize.status).toBe(200)
   }, 120_000)
 })

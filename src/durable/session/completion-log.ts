@@ -108,6 +108,8 @@ export interface RecordResult {
   completion_id: string
   /** Bytes this completion added to SQLite and R2. */
   stored_bytes: number
+  /** What the whole session holds now (the edge refuses further calls past `ROLLGATE_MAX_SESSION_BYTES`). */
+  session_bytes: number
   duplicate: boolean
 }
 
@@ -153,6 +155,8 @@ export class CompletionLog {
   /** Seqs of the most recent completions, newest last (delta base candidates). */
   readonly #recent: number[] = []
   #nextSeq: number | null = null
+  /** Running total of stored bytes (summed once per wake, then kept up to date by `record`). */
+  #sessionBytes: number | null = null
   #warmed = false
 
   constructor(sql: Sql, blobs: BlobStore, sessionId: string) {
@@ -167,7 +171,10 @@ export class CompletionLog {
 
   async record(input: CompletionInput): Promise<RecordResult> {
     const existing = this.#sql.first<{ seq: number }>('SELECT seq FROM rg_completions WHERE completion_id = ?', input.completion_id)
-    if (existing) return { seq: existing.seq, completion_id: input.completion_id, stored_bytes: 0, duplicate: true }
+    if (existing) {
+      return { seq: existing.seq, completion_id: input.completion_id, stored_bytes: 0, session_bytes: this.sessionBytes(), duplicate: true }
+    }
+    const sessionBytesBefore = this.sessionBytes()
 
     const requestText = input.request_delta ? applyTextDelta(input.original_text, input.request_delta) : input.request_text
     const seq = this.#allocateSeq()
@@ -273,7 +280,8 @@ export class CompletionLog {
       originalText: input.original_text,
       bytes: prompt.length * 4 + (requestText.length + input.original_text.length) * 2,
     })
-    return { seq, completion_id: input.completion_id, stored_bytes: storedBytes, duplicate: false }
+    this.#sessionBytes = sessionBytesBefore + storedBytes
+    return { seq, completion_id: input.completion_id, stored_bytes: storedBytes, session_bytes: this.#sessionBytes, duplicate: false }
   }
 
   /**
@@ -334,6 +342,15 @@ export class CompletionLog {
   async get(seq: number): Promise<CompletionRecord | null> {
     const row = this.#sql.first<CompletionRow>('SELECT * FROM rg_completions WHERE seq = ?', seq)
     return row ? this.#toRecord(row) : null
+  }
+
+  /** Bytes the session stores in SQLite (tokens, body deltas, small fields). */
+  sessionBytes(): number {
+    if (this.#sessionBytes === null) {
+      const stats = this.stats()
+      this.#sessionBytes = stats.token_bytes + stats.text_bytes + stats.metadata_bytes
+    }
+    return this.#sessionBytes
   }
 
   stats(): StorageStats {

@@ -20,6 +20,8 @@ export interface CallFacts {
   requestText: string
   /** `requestText` as a delta of `originalText`, when that is smaller (then sent instead of the text). */
   requestDelta: TextDelta | null
+  /** `ROLLGATE_MAX_SESSION_BYTES` (commits report the session's size against it). */
+  maxSessionBytes: number
   originalText: string
   startedAt: number
   startedClock: number

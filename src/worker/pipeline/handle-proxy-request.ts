@@ -18,6 +18,7 @@ import { resolvePreviousResponseBody, sessionCompletionLookup } from './resolve-
 import { authenticateSession } from './session-access.ts'
 import { type CallTarget, resolveCallTarget } from './call-target.ts'
 import { captureSize } from './capture-budget.ts'
+import { assertSessionHasRoom, noteSessionBytes } from './session-limits.ts'
 import { diffText } from '../../durable/session/text-delta.ts'
 import { GatewayError } from '../errors.ts'
 import type { SessionRolloutRpc } from '../../durable/session/session-rollout.ts'
@@ -44,6 +45,7 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   const startedClock = performance.now()
   const { env, config, request, url } = context
   const access = await authenticateSession(env, config, request, url, context.path)
+  assertSessionHasRoom(access.sessionId, config.maxSessionBytes)
   const target = await resolveCallTarget(env, config, access)
   const originalText = await readBodyText(request, config.maxBodyBytes)
   let body = parseJsonBody(originalText)
@@ -87,6 +89,7 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
     engineBody,
     requestText,
     requestDelta,
+    maxSessionBytes: config.maxSessionBytes,
     originalText,
     startedAt,
     startedClock,
@@ -141,7 +144,9 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
  */
 async function recordCall(facts: CallFacts, target: CallTarget, outcome: UpstreamOutcome, abandoned: boolean) {
   try {
-    return await commitRecord(facts, target, outcome, abandoned)
+    const result = await commitRecord(facts, target, outcome, abandoned)
+    noteSessionBytes(facts.access.sessionId, (result as { session_bytes?: number } | null)?.session_bytes, facts.maxSessionBytes)
+    return result
   } catch (error) {
     const message = (error as Error).message ?? ''
     if (message.startsWith(SESSION_CLOSED)) throw new GatewayError(409, 'invalid_request', message.slice(SESSION_CLOSED.length).trim())
