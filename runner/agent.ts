@@ -33,6 +33,8 @@ export interface RunnerAgentOptions {
   evaluators?: string[]
   log(event: string, fields?: Record<string, unknown>): void
   backoff?: { baseMs: number; maxMs: number }
+  /** How often to ask an engine that was down at start for its model (default 5 s). */
+  modelRetryMs?: number
 }
 
 type HeldStatus = 'ASSIGNED' | 'INITIALIZING' | 'READY' | 'RUNNING'
@@ -108,6 +110,23 @@ export class RunnerAgent {
   async start(): Promise<void> {
     if (this.options.upstreamUrl && !this.#model) this.#model = await discoverModel(this.options.upstreamUrl, this.options.log)
     this.connection.start()
+    if (this.options.upstreamUrl && !this.#model) void this.#awaitModel(this.options.upstreamUrl)
+  }
+
+  /**
+   * The engine was not up at start (vLLM can take minutes to load): keep asking it, and once it answers,
+   * register again on the live connection so the edge starts tunnelling to it.
+   */
+  async #awaitModel(upstreamUrl: string): Promise<void> {
+    const everyMs = this.options.modelRetryMs ?? 5_000
+    while (!this.#stopped && !this.#model) {
+      await new Promise((resolve) => setTimeout(resolve, everyMs).unref())
+      if (this.#stopped) return
+      this.#model = await discoverModel(upstreamUrl, () => {})
+    }
+    if (!this.#model || this.#stopped) return
+    this.options.log('upstream.discovered', { url: upstreamUrl, model: this.#model })
+    if (this.connection.registered) this.connection.send(this.#registerFrame())
   }
 
   /** Resolves once registered with the edge. */

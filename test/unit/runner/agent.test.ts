@@ -5,6 +5,7 @@
  * drops after a reconnect.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -115,7 +116,7 @@ async function until(check: () => boolean, label: string): Promise<void> {
   }
 }
 
-async function start(edge: Edge) {
+async function start(edge: Edge, extra: { upstreamUrl?: string; modelRetryMs?: number } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'rollgate-agent-'))
   const stages = new ManualStages()
   const agent = new RunnerAgent({
@@ -123,8 +124,9 @@ async function start(edge: Edge) {
     token: 't',
     runnerId: 'r1',
     stateDir: dir,
-    upstreamUrl: null,
+    upstreamUrl: extra.upstreamUrl ?? null,
     servedModel: null,
+    ...(extra.modelRetryMs ? { modelRetryMs: extra.modelRetryMs } : {}),
     capacity: { max_init_workers: 2, max_run_workers: 2, max_postrun_workers: 2, ready_buffer: 2 },
     handlers: stages as unknown as StageHandlers<SessionJob, unknown>,
     log: () => {},
@@ -145,6 +147,26 @@ const of = (edge: Edge, type: string, id?: string) =>
   edge.received.filter((message) => message.type === type && (id === undefined || ('session_id' in message && message.session_id === id)))
 
 describe('runner agent protocol', () => {
+  it('an engine still loading at start is asked again; once it answers, the runner registers again with its model', async () => {
+    let loaded = false
+    const engine = createServer((request, response) => {
+      if (request.url === '/v1/models' && loaded)
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[{"id":"m-1"}]}')
+      else response.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"loading"}')
+    })
+    await new Promise<void>((resolve) => engine.listen(0, '127.0.0.1', resolve))
+    cleanups.push(() => new Promise<void>((resolve) => engine.close(() => resolve())))
+    const address = engine.address()
+    const edge = await scriptedEdge()
+    await start(edge, { upstreamUrl: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`, modelRetryMs: 20 })
+    const registers = () => of(edge, 'register') as Extract<RunnerMessageInput, { type: 'register' }>[]
+    expect(registers()[0]?.upstream).toBeNull()
+    loaded = true
+    await until(() => registers().length === 2, 'second register')
+    expect(registers()[1]?.upstream).toEqual({ model: 'm-1', kind: 'vllm' })
+    expect(edge.connections).toBe(1)
+  })
+
   it('acks an assignment and reports INITIALIZING → READY → RUNNING, then session.finished', async () => {
     const edge = await scriptedEdge()
     const { stages } = await start(edge)
