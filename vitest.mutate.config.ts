@@ -12,7 +12,7 @@ export default defineConfig({
       'test/unit/edge/{proxy-promises,query,event-bus,runner-warnings,zod-issues,call-upstream,completion-log,engine-request}.test.ts',
       'test/unit/contract/{adapters,session-token}.test.ts',
       'test/unit/providers/edge-routes.test.ts',
-      'test/unit/reconstruct-{builder-config,rewards,golden,branches,exports}.test.ts',
+      'test/unit/reconstruct-{builder-config,rewards,golden,branches}.test.ts',
       'src/durable/**/*.test.ts',
     ],
   },

@@ -2,7 +2,7 @@
  * @module
  * Rollout API contract: Polar's `TaskRequest` (with its nested `RuntimeSpec`, `AgentSpec`,
  * `StrategySpec`, `EvaluatorSpec`), `TaskStatus`, the rollout status overview and the SSE event
- * stream (`polar-compat.md` §2.1–§2.4, §3.1). Field names are Polar's; Rollgate's extensions are
+ * stream (`docs/polar-compat.md` §1, §2). Field names are Polar's; Rollgate's extensions are
  * marked. Runtime-neutral (zod only): the edge validates submissions with it and the runner reads
  * assignments with it.
  *
@@ -18,7 +18,7 @@ const stringMapSchema = z.record(z.string(), z.string())
 
 /** A task id names a Durable Object and an R2 prefix: no slashes, bounded. */
 export const TASK_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,191}$/
-/** Polar's accepted session id shape (`polar-compat.md` §6). */
+/** Polar's accepted session id shape (`docs/polar-compat.md` §6). */
 export const SESSION_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
 /**
  * Rollout session ids carry this prefix (bare capture sessions get `ses_…`), so the edge knows without

@@ -2,7 +2,7 @@
  * @module
  * Trajectory wire contract: Polar-compatible `Trace`, `Trajectory`, `EvalResult`, `SessionResult`,
  * `SessionTiming`, `TaskResult` and `SessionStatus` with Polar's exact field names
- * (`polar-compat.md` §2.1, §2.4), plus Rollgate's reconstruction extensions, which live only
+ * (`docs/polar-compat.md` §1), plus Rollgate's reconstruction extensions, which live only
  * inside `metadata` objects so Polar readers ignore them.
  *
  * Schemas parse like Polar's pydantic models: omitted fields take Polar's defaults; the Trace

@@ -10,7 +10,7 @@ import { openaiResponses } from './providers/openai-responses/index.ts'
 
 export const adapters = [anthropic, openaiChat, openaiResponses, google] as const satisfies readonly ProviderAdapter[]
 
-/** Path first, then headers (polar-compat.md §9.3); null when no adapter claims the request. */
+/** Path first, then headers (`docs/polar-compat.md` §8); null when no adapter claims the request. */
 export function detectAdapter(url: URL, headers: Headers): ProviderAdapter | null {
   for (const adapter of adapters) if (adapter.matches(url, headers)) return adapter
   return null

@@ -78,7 +78,7 @@ export interface ParsedRequest {
 
 /**
  * Body for the engine's `POST /tokenize` in vLLM's chat form: answers count-tokens calls exactly and
- * cheaply (wire-protocols.md §7.6). Never a generation, never recorded.
+ * cheaply (docs/wire-protocols.md §5.4). Never a generation, never recorded.
  */
 export interface TokenizeRequest {
   model: string

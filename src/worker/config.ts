@@ -9,7 +9,7 @@ import { withoutCredentials } from '../contract/upstream-url.ts'
 /** Default cap on a harness request body; Workers accept 100 MB, a 50-turn agent sends ~2 MB. */
 const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 const DEFAULT_MAX_SESSION_BYTES = 2 * 1024 * 1024 * 1024
-/** Polar's inference read timeout (polar-compat.md §5). */
+/** Polar's inference read timeout (`docs/polar-compat.md` §5). */
 const DEFAULT_UPSTREAM_TIMEOUT_MS = 900_000
 /** Keep-alive cadence for synthetic streams while the engine works (harness idle timeouts). */
 const DEFAULT_HEARTBEAT_MS = 5_000

@@ -1,6 +1,6 @@
 /**
  * @module
- * The generation gate (Polar `/admin/inference/pause|resume|status`, `polar-compat.md` §3.2) for
+ * The generation gate (Polar `/admin/inference/pause|resume|status`, `docs/polar-compat.md` §3) for
  * rollout sessions. Plain class over `Sql`: the paused flag, the policy version, and the RUNNING
  * sessions subscribed to it. Model calls never talk to the gate: each RUNNING session holds the gate's
  * view and counts its own in-flight calls (`src/durable/session/session-gate.ts`) inside the RPCs a

@@ -1,6 +1,6 @@
 /**
  * @module
- * Which runner takes the next session: Polar's balancer (`polar-compat.md` §7), pure.
+ * Which runner takes the next session: Polar's balancer (`docs/polar-compat.md` §7), pure.
  *
  * Eligible: connected and healthy, not draining, `total < max_init + ready_target + max_run +
  * max_postrun` (ready target = the runner's ready buffer, Polar: `max_run_workers`), and post-run

@@ -1,6 +1,6 @@
 /**
  * @module
- * Polar's session lifecycle for rollout sessions (`polar-compat.md` §4, §5), persisted as one JSON row
+ * Polar's session lifecycle for rollout sessions (`docs/polar-compat.md` §4, §5), persisted as one JSON row
  * in `rg_meta` (key `lifecycle`). Plain class over `Sql` with an injected clock; the SessionObject
  * shell does the I/O (trajectory build, notifications, alarms).
  *

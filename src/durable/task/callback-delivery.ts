@@ -10,7 +10,7 @@
  */
 import type { CallbackStatus } from '../../contract/rollout.ts'
 
-/** Polar's trainer-callback timeout (`polar-compat.md` §5). */
+/** Polar's trainer-callback timeout (`docs/polar-compat.md` §5). */
 export const CALLBACK_TIMEOUT_MS = 10_000
 export const DEFAULT_CALLBACK_BASE_DELAY_MS = 1_000
 export const CALLBACK_MAX_DELAY_MS = 5 * 60_000

@@ -1,7 +1,7 @@
 /**
  * @module
  * Turn an internal chat request into the body the engine gets: always non-streaming (vLLM drops
- * token ids in streams, wire-protocols.md §1.3), with the capture parameters each engine kind needs.
+ * token ids in streams, docs/wire-protocols.md §1), with the capture parameters each engine kind needs.
  */
 import type { UpstreamKind } from '../../contract/completion-record.ts'
 import type { ChatRequest } from '../types.ts'

@@ -1,7 +1,7 @@
 /**
  * @module
  * Normalize a vLLM / SGLang / OpenAI chat-completions response into a `Completion`, keeping token ids
- * and logprobs exactly as sampled. Polar's rules (polar-compat.md §14, §16.1): logprobs are kept only
+ * and logprobs exactly as sampled. Polar's rules (`docs/polar-compat.md` §10): logprobs are kept only
  * when they align 1:1 with the sampled ids; otherwise null, never padded.
  */
 import type { Completion, FinishReason, FinishReasonUnified, ResponseMessage, ToolCall, Usage } from '../types.ts'

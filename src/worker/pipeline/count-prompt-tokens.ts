@@ -1,7 +1,7 @@
 /**
  * @module
  * Count a prompt with the engine's `POST /tokenize` (vLLM chat form: `messages` + `tools` +
- * `add_generation_prompt`), the exact and cheap answer to count-tokens calls (wire-protocols.md §7.6).
+ * `add_generation_prompt`), the exact and cheap answer to count-tokens calls (docs/wire-protocols.md §5.4).
  * Never a generation and never recorded. Harnesses use the count only as a hint, so when the engine
  * has no tokenizer endpoint the answer falls back to a character estimate and says so.
  */

@@ -19,7 +19,7 @@ import { requireAdmin } from './require-admin.ts'
 import { builderConfigOrThrow } from '../builder-config.ts'
 import { intParam } from '../query.ts'
 
-/** Polar's accepted session id shape (polar-compat.md §6). */
+/** Polar's accepted session id shape (`docs/polar-compat.md` §6). */
 const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
 const MAX_PAGE = 1000
 /** Record JSON per completions page (UTF-16 units); the rest comes with `after_seq=next_after_seq`. */
@@ -88,7 +88,7 @@ adminSessions.post('/', async (c) => {
   const upstreamKind = body.upstream?.kind ?? config.upstreamKind
   let servedModel = body.upstream?.served_model === undefined ? config.servedModel : body.upstream.served_model
   let maxModelLen = body.upstream?.max_model_len ?? null
-  // RL proxies send the engine's served model, not the harness's slug (wire-protocols.md §7.7); the
+  // RL proxies send the engine's served model, not the harness's slug (docs/wire-protocols.md §5.5); the
   // engine's window lets the edge clamp output budgets harnesses over-ask for.
   const discoverModel = servedModel === null && body.upstream?.served_model === undefined
   if (upstreamKind !== 'openai' && (discoverModel || maxModelLen === null)) {

@@ -1,6 +1,6 @@
 /**
  * @module
- * Rollout API (admin bearer token), Polar's field names (`polar-compat.md` §3.1):
+ * Rollout API (admin bearer token), Polar's field names (`docs/polar-compat.md` §2):
  *
  * | Route | What |
  * |---|---|

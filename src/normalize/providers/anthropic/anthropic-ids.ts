@@ -2,7 +2,7 @@
  * @module
  * Deterministic, round-trip-safe Anthropic identifiers. Every id the harness sees derives from the
  * recorded completion's id, so a replayed `tool_use` id or thinking signature maps back to the sampled
- * completion (polar-compat.md §25 item 10).
+ * completion (`docs/polar-compat.md` §11).
  *
  * Thinking signatures are self-describing (like Polar's, but carrying the text itself):
  * `rgth1.<base64url(completionId)>.<base64url(reasoning)>`. A replayed thinking block's reasoning is

@@ -1,6 +1,6 @@
 /**
  * @module
- * Anthropic Messages → internal chat request (wire-protocols.md §7, polar-compat.md §10.3), plus the
+ * Anthropic Messages → internal chat request (docs/wire-protocols.md §5, `docs/polar-compat.md` §9), plus the
  * `/tokenize` body that answers `POST /v1/messages/count_tokens`.
  *
  * Choices worth knowing:

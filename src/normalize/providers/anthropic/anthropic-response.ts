@@ -2,7 +2,7 @@
  * @module
  * Completion → Anthropic `message` (non-streaming). Content order: thinking (signature carries the
  * reasoning, see `anthropic-ids.ts`), text, one `tool_use` per call; an empty answer is one empty text
- * block. Usage splits cached input out: `input_tokens` = prompt − cached (wire-protocols.md §6).
+ * block. Usage splits cached input out: `input_tokens` = prompt − cached (docs/wire-protocols.md §4).
  */
 import type { ResponseContext } from '../../adapter.ts'
 import type { Completion } from '../../types.ts'

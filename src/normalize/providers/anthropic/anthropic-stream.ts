@@ -1,6 +1,6 @@
 /**
  * @module
- * Synthetic Anthropic Messages SSE (wire-protocols.md §4.1), built whole once the engine has answered:
+ * Synthetic Anthropic Messages SSE (docs/wire-protocols.md §2), built whole once the engine has answered:
  * `message_start` (real `input_tokens`), `ping`, per block `content_block_start` / delta /
  * `content_block_stop` (thinking + `signature_delta`, text, one `tool_use` per parallel call with
  * `input_json_delta`), `message_delta` (stop reason, cumulative usage), `message_stop`.

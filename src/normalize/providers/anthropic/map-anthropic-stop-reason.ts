@@ -1,6 +1,6 @@
 /**
  * @module
- * Engine finish → Anthropic `stop_reason` / `stop_sequence` (wire-protocols.md §5). A matched stop string
+ * Engine finish → Anthropic `stop_reason` / `stop_sequence` (docs/wire-protocols.md §3). A matched stop string
  * (vLLM `stop_reason`) becomes `stop_sequence` with the string, which every peer including Polar loses.
  * @see https://docs.anthropic.com/en/api/handling-stop-reasons
  */

@@ -1,7 +1,7 @@
 /**
  * @module
- * Gemini `generateContent` / `streamGenerateContent` → internal chat request (wire-protocols.md §7,
- * polar-compat.md §10.5), and `:countTokens` → the engine's `/tokenize` body.
+ * Gemini `generateContent` / `streamGenerateContent` → internal chat request (docs/wire-protocols.md §5,
+ * `docs/polar-compat.md` §9), and `:countTokens` → the engine's `/tokenize` body.
  *
  * - The model comes from the URL (`/v1beta/models/{model}:generateContent`), the stream flag from the
  *   action; streaming is served as SSE, so `:streamGenerateContent` needs `?alt=sse` (every Gemini CLI

@@ -1,6 +1,6 @@
 /**
  * @module
- * Synthetic Gemini SSE (`:streamGenerateContent?alt=sse`, wire-protocols.md §4.4): `data:` frames of
+ * Synthetic Gemini SSE (`:streamGenerateContent?alt=sse`, docs/wire-protocols.md §2): `data:` frames of
  * `GenerateContentResponse`, no `event:` names and no `[DONE]`. The thought part comes in its own
  * frame; the last frame carries the text and every whole `functionCall`, `finishReason` and
  * `usageMetadata` (Gemini CLI requires a finish reason on a frame with content). A keep-alive is an empty

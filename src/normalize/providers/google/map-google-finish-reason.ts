@@ -1,6 +1,6 @@
 /**
  * @module
- * Engine finish → Gemini `finishReason` (wire-protocols.md §5). Gemini has no tool-call reason: calls
+ * Engine finish → Gemini `finishReason` (docs/wire-protocols.md §3). Gemini has no tool-call reason: calls
  * end with `STOP`, as do matched stop sequences.
  * @see https://ai.google.dev/api/generate-content#FinishReason
  */

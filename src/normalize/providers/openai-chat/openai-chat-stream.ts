@@ -1,6 +1,6 @@
 /**
  * @module
- * Synthetic OpenAI chat SSE (wire-protocols.md §4.2): role chunk, reasoning / content / tool-call
+ * Synthetic OpenAI chat SSE (docs/wire-protocols.md §2): role chunk, reasoning / content / tool-call
  * deltas, finish chunk, optional usage chunk, `data: [DONE]`.
  */
 import type { ResponseContext, StreamEncoder } from '../../adapter.ts'

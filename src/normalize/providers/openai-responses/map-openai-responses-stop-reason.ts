@@ -1,6 +1,6 @@
 /**
  * @module
- * Engine finish → Responses `status` / `incomplete_details` (wire-protocols.md §5): `length` is
+ * Engine finish → Responses `status` / `incomplete_details` (docs/wire-protocols.md §3): `length` is
  * `incomplete` with reason `max_output_tokens` (Polar reports it as `completed`).
  * @see https://platform.openai.com/docs/api-reference/responses/object
  */

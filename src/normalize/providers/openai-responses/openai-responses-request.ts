@@ -1,6 +1,6 @@
 /**
  * @module
- * OpenAI Responses → internal chat request (wire-protocols.md §7.8, polar-compat.md §10.4).
+ * OpenAI Responses → internal chat request (docs/wire-protocols.md §5.6, `docs/polar-compat.md` §9).
  *
  * - `instructions`, then leading `developer` / `system` items, become one system message (joined
  *   `"\n\n"`); later ones become a `user` message wrapped in `<system-reminder>…</system-reminder>` at the

@@ -1,6 +1,6 @@
 /**
  * @module
- * Synthetic Responses SSE (wire-protocols.md §4.3) with the events Polar leaves out: `sequence_number`
+ * Synthetic Responses SSE (docs/wire-protocols.md §2) with the events Polar leaves out: `sequence_number`
  * on every event, `response.in_progress`, `output_text.done`, `item_id` on deltas. `start()` already
  * sends `response.created` + `response.in_progress`; keep-alives are SSE comments; the end is
  * `response.completed`, or `response.incomplete` for a length stop. Items are final in
