@@ -1,9 +1,10 @@
 /**
  * @module
  * Server-sent events of task, session, runner and inference state changes (`GET /v1/events`), Polar's
- * platform event names. In memory in the runner hub: a bounded ring of recent events for
- * `Last-Event-ID` replay, a bounded number of subscribers, a heartbeat comment every
- * `HEARTBEAT_MS`, and a maximum stream lifetime (clients reconnect with `Last-Event-ID`).
+ * platform event names. The replay window (the last `RING_SIZE` events) lives in an `EventStore` — the
+ * hub's SQLite (`event-log.ts`), so `Last-Event-ID` works across a restart; event ids are the store's
+ * increasing sequence numbers. Also: a bounded number of subscribers, a heartbeat comment every
+ * `HEARTBEAT_MS` (configurable), and a maximum stream lifetime (clients reconnect with `Last-Event-ID`).
  */
 import type { RolloutEvent } from '../../contract/rollout.ts'
 
@@ -24,6 +25,37 @@ export interface Subscription {
   signal: AbortSignal | null
 }
 
+/** Where the replay window is kept. */
+export interface EventStore {
+  /** Keep `event`; returns its id (increasing, never reused). Drops what falls out of the window. */
+  append(event: RolloutEvent): number
+  /** Kept events with an id above `id`, oldest first. */
+  after(id: number): { id: number; event: RolloutEvent }[]
+  /** The newest id handed out (0: none yet). */
+  latest(): number
+}
+
+/** The window in memory (a bus without a durable store: tests, or an object without storage). */
+export class MemoryEventStore implements EventStore {
+  readonly #ring: { id: number; event: RolloutEvent }[] = []
+  #next = 0
+
+  append(event: RolloutEvent): number {
+    const id = ++this.#next
+    this.#ring.push({ id, event })
+    if (this.#ring.length > RING_SIZE) this.#ring.shift()
+    return id
+  }
+
+  after(id: number): { id: number; event: RolloutEvent }[] {
+    return this.#ring.filter((entry) => entry.id > id)
+  }
+
+  latest(): number {
+    return this.#next
+  }
+}
+
 interface Subscriber {
   filter: Subscription
   writer: WritableStreamDefaultWriter<Uint8Array>
@@ -31,21 +63,24 @@ interface Subscriber {
 }
 
 export class EventBus {
-  readonly #ring: { id: string; event: RolloutEvent }[] = []
+  readonly #store: EventStore
+  readonly #heartbeatMs: number
   readonly #subscribers = new Set<Subscriber>()
   readonly #encoder = new TextEncoder()
-  /** Ids restart with the object; the boot prefix tells a stale `Last-Event-ID` from a current one. */
+  /** This object's start (in `hello`): a client can tell the edge restarted. */
   readonly #boot = Date.now().toString(36)
-  #next = 0
+
+  constructor(options: { store?: EventStore; heartbeatMs?: number } = {}) {
+    this.#store = options.store ?? new MemoryEventStore()
+    this.#heartbeatMs = options.heartbeatMs ?? HEARTBEAT_MS
+  }
 
   get subscribers(): number {
     return this.#subscribers.size
   }
 
   publish(event: RolloutEvent): string {
-    const id = `${this.#boot}.${++this.#next}`
-    this.#ring.push({ id, event })
-    if (this.#ring.length > RING_SIZE) this.#ring.shift()
+    const id = String(this.#store.append(event))
     for (const subscriber of this.#subscribers) this.#write(subscriber, id, event)
     return id
   }
@@ -57,7 +92,7 @@ export class EventBus {
     const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>()
     const writer = writable.getWriter()
     let closed = false
-    const heartbeat = setInterval(() => this.#raw(subscriber, ': ping\n\n'), HEARTBEAT_MS)
+    const heartbeat = setInterval(() => this.#raw(subscriber, ': ping\n\n'), this.#heartbeatMs)
     const lifetime = setTimeout(() => subscriber.close(), filter.durationMs)
     const subscriber: Subscriber = {
       filter,
@@ -79,10 +114,11 @@ export class EventBus {
       `retry: 2000\nevent: hello\ndata: ${JSON.stringify({ boot: this.#boot, replay: filter.lastEventId !== null })}\n\n`,
     )
     if (filter.lastEventId !== null) {
-      // After the named event when the ring still holds it; otherwise (`0`, an id of an earlier boot, or one
-      // that has left the ring) the whole window: a reconnecting client may see an event twice, never miss one.
-      const index = this.#ring.findIndex((entry) => entry.id === filter.lastEventId)
-      for (const entry of this.#ring.slice(index + 1)) this.#write(subscriber, entry.id, entry.event)
+      // After the named event (ids are kept across restarts); otherwise (`0`, an id this edge never issued, or one
+      // that has left the window) the whole window: a reconnecting client may see an event twice, never miss one.
+      const named = /^\d{1,15}$/.test(filter.lastEventId) ? Number(filter.lastEventId) : 0
+      const from = named <= this.#store.latest() ? named : 0
+      for (const entry of this.#store.after(from)) this.#write(subscriber, String(entry.id), entry.event)
     }
     return new Response(readable, {
       headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' },

@@ -40,6 +40,8 @@ interface Harness {
   alarms: (number | null)[]
   clock: { now: number }
   sockets: Set<string>
+  /** When set, every `close(runner, code, reason)` is recorded as `runner:reason`. */
+  closeCalls: string[] | null
 }
 
 /** One "incarnation" of the hub object over a database that survives it. */
@@ -58,6 +60,7 @@ function incarnation(db: DatabaseSync, clock: { now: number }, sockets: Set<stri
     },
   })
   const sql = new Sql(sqliteExecutor(db))
+  const harness = { sent, lost, alarms, clock, sockets, closeCalls: null } as unknown as Harness
   const deps: HubDeps = {
     registry: new RunnerRegistry(sql),
     credentials: new RunnerCredentials(sql),
@@ -67,7 +70,9 @@ function incarnation(db: DatabaseSync, clock: { now: number }, sockets: Set<stri
       sent.push(message)
       return true
     },
-    close: () => {},
+    close: (runnerId, _code, reason) => {
+      harness.closeCalls?.push(`${runnerId}:${reason}`)
+    },
     connected: (runnerId) => sockets.has(runnerId),
     sessionToken: async (sessionId) => `token-${sessionId}`,
     heartbeatIntervalMs: HEARTBEAT_MS,
@@ -77,7 +82,8 @@ function incarnation(db: DatabaseSync, clock: { now: number }, sockets: Set<stri
       alarms.push(at)
     },
   }
-  return { coordinator: new HubCoordinator(deps), sent, lost, alarms, clock, sockets }
+  harness.coordinator = new HubCoordinator(deps)
+  return harness
 }
 
 const ticket = (sessionId: string): DispatchTicket =>
@@ -160,6 +166,33 @@ describe('hub coordinator: restart', () => {
     clock.now = armed as number
     await after.coordinator.alarm()
     expect(after.lost).toEqual(['ses-a'])
+  })
+})
+
+describe('hub coordinator: silent runner', () => {
+  it('a runner whose socket stays open but that stops heartbeating is declared lost after the grace (heartbeat timeout)', async () => {
+    const db = new DatabaseSync(':memory:')
+    const clock = { now: 1_000 }
+    const hub = incarnation(db, clock, new Set(['R1']))
+    await hub.coordinator.onMessage('R1', register([]), false)
+    await hub.coordinator.enqueue(ticket('ses-a'))
+    await hub.coordinator.onMessage('R1', { type: 'ack', session_id: 'ses-a', accepted: true, reason: null }, true)
+    await hub.coordinator.onMessage('R1', { type: 'session.status', session_id: 'ses-a', status: 'RUNNING' }, true)
+    await hub.coordinator.onMessage('R1', { type: 'heartbeat', metrics: emptyMetrics() }, true)
+    const lastBeat = clock.now
+    // The alarm is armed for the last sign of life + grace. Silent past 2.5 intervals: unhealthy, still connected.
+    expect(hub.alarms.at(-1)).toBe(lastBeat + GRACE_MS)
+    clock.now = lastBeat + HEARTBEAT_MS * 3
+    expect(hub.coordinator.status().nodes.nodes[0]).toMatchObject({ node_id: 'R1', healthy: false, connected: true })
+    expect(hub.lost).toEqual([])
+    // Silent for the whole grace: lost, its RUNNING session ended, the socket closed.
+    clock.now = lastBeat + GRACE_MS
+    const closed: string[] = []
+    hub.closeCalls = closed
+    await hub.coordinator.alarm()
+    expect(hub.lost).toEqual(['ses-a'])
+    expect(hub.coordinator.status().nodes.nodes).toEqual([])
+    expect(closed).toEqual(['R1:heartbeat timeout'])
   })
 })
 

@@ -29,6 +29,7 @@ import { createSessionToken } from '../../contract/session-token.ts'
 import { Sql } from '../session/sql.ts'
 import type { DispatchTicket } from './dispatch-types.ts'
 import { DEFAULT_STREAM_MS, EventBus, MAX_STREAM_MS } from './event-bus.ts'
+import { EventLog } from './event-log.ts'
 import { HEALTH_FACTOR, HubCoordinator, type SessionHubPort } from './hub-coordinator.ts'
 import { RunnerCredentials } from './runner-credentials.ts'
 import { RunnerRegistry } from './runner-registry.ts'
@@ -72,7 +73,7 @@ function jsonError(status: number, message: string): Response {
 export class RunnerHub extends DurableObject<Env> {
   readonly #coordinator: HubCoordinator
   readonly #credentials: RunnerCredentials
-  readonly #bus = new EventBus()
+  readonly #bus: EventBus
   readonly #tunnel: TunnelRequests
   /** Control messages of one runner are handled in order (tunnel frames bypass this). */
   readonly #chains = new Map<string, Promise<void>>()
@@ -84,6 +85,7 @@ export class RunnerHub extends DurableObject<Env> {
     this.#tunnel = new TunnelRequests((runnerId, message) => this.#send(runnerId, message))
     const sql = new Sql(ctx.storage.sql)
     const registry = new RunnerRegistry(sql)
+    this.#bus = new EventBus({ store: new EventLog(sql) })
     this.#credentials = new RunnerCredentials(sql)
     this.#coordinator = new HubCoordinator({
       registry,

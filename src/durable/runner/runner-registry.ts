@@ -46,6 +46,8 @@ const MIGRATIONS: readonly string[] = [
   'CREATE TABLE IF NOT EXISTS hub_runner_credentials (runner_id TEXT PRIMARY KEY, secret_sha256 TEXT NOT NULL, enrolled_at INTEGER NOT NULL)',
   // Runner-side evaluators a runner reports at register (JSON array; NULL: not reported).
   'ALTER TABLE hub_runners ADD COLUMN evaluators TEXT',
+  // The event stream's replay window (`event-log.ts`): `Last-Event-ID` works across a restart.
+  'CREATE TABLE IF NOT EXISTS hub_events (id INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL)',
 ]
 
 /** Task states kept for the overview (oldest dropped beyond this). */
