@@ -3,7 +3,8 @@
  * Discovers, by JSON schema rather than by name, the tools a coding agent needs to work on a
  * repository: a shell, a file reader, an in-place editor (old/new string replacement, pi's
  * `edits[]` list, or Codex's `apply_patch`) and a sub-agent launcher (Claude Code's `Agent`/`Task`,
- * opencode's `task`, Qwen Code's `agent`, Gemini CLI's `invoke_agent`). Each harness names and
+ * opencode's `task`, Qwen Code's `agent`, Gemini CLI's `invoke_agent`) and, for sub-agents, the tool
+ * that hands the answer back (Gemini CLI's `complete_task`). Each harness names and
  * shapes these differently; the policy only sees what is discovered here.
  */
 
@@ -36,11 +37,17 @@ export interface DelegateTool {
   promptKey: string
 }
 
+/** A tool a (sub-)agent must call to hand its answer back (Gemini CLI sub-agents' `complete_task`). */
+export interface CompleteTool {
+  tool: ToolSpec
+}
+
 export interface AgentTools {
   shell: ShellTool | null
   read: ReadTool | null
   edit: EditTool | null
   delegate: DelegateTool | null
+  complete: CompleteTool | null
 }
 
 export function findAgentTools(tools: readonly ToolSpec[]): AgentTools {
@@ -49,7 +56,15 @@ export function findAgentTools(tools: readonly ToolSpec[]): AgentTools {
     read: findReadTool(tools),
     edit: findEditTool(tools),
     delegate: findDelegateTool(tools),
+    complete: findCompleteTool(tools),
   }
+}
+
+const COMPLETE_NAME = /^(?:complete_task|task_complete|attempt_completion|submit_result|finish_task)$/i
+
+function findCompleteTool(tools: readonly ToolSpec[]): CompleteTool | null {
+  const tool = tools.find((candidate) => !candidate.freeform && COMPLETE_NAME.test(candidate.name))
+  return tool === undefined ? null : { tool }
 }
 
 function firstStringKey(props: Record<string, JsonSchema>, keys: readonly string[]): string | undefined {

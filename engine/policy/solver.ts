@@ -436,15 +436,13 @@ function subagentStep(view: Conversation): Action {
     if (step.kind !== 'read' || step.result === null) continue
     const fix = findKnownFix(step.result)
     if (fix !== null) {
-      return final(
-        [
-          `File: \`${step.path}\``,
-          `Wrong line: \`${fix.buggy.trim()}\``,
-          `It should be: \`${fix.fixed.trim()}\``,
-          `Why: ${fix.explanation}.`,
-        ].join('\n'),
-        'That is the defect; report it back.',
-      )
+      const report = [
+        `File: \`${step.path}\``,
+        `Wrong line: \`${fix.buggy.trim()}\``,
+        `It should be: \`${fix.fixed.trim()}\``,
+        `Why: ${fix.explanation}.`,
+      ].join('\n')
+      return handBack(view, report)
     }
   }
   const next = unique.find((path) => !view.steps.some((step) => step.kind === 'read' && step.path === path))
@@ -453,6 +451,21 @@ function subagentStep(view: Conversation): Action {
     return readFile(view, next, `I'm asked to find the defect. Reading ${next}.`)
   }
   return final('I read the candidate files but found no defect I recognize.', 'Nothing found.')
+}
+
+/** The sub-agent's answer: through the harness's completion tool when it has one (once), else as text. */
+function handBack(view: Conversation, report: string): Action {
+  const complete = view.tools.complete
+  const alreadyCompleted = complete !== null && view.steps.some((step) => step.name === complete.tool.name)
+  if (complete === null || alreadyCompleted) return final(report, 'That is the defect; report it back.')
+  const props = properties(complete.tool.parameters)
+  const required = Array.isArray(complete.tool.parameters?.required) ? complete.tool.parameters.required.map(String) : Object.keys(props)
+  const args: Record<string, unknown> = {}
+  for (const key of required) {
+    const schema = props[key] ?? {}
+    args[key] = String(schema.type ?? 'string').toLowerCase() === 'string' ? report : sampleJsonForSchema(schema, { title: report })
+  }
+  return { kind: 'call', name: complete.tool.name, args, reasoning: 'That is the defect; hand the report back.' }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -74,6 +74,20 @@ function readRepo(): Map<string, string> {
   return files
 }
 
+/** Gemini CLI's sub-agent completion tool (its default schema, from the CLI's bundle). */
+const COMPLETE_TASK = {
+  type: 'function',
+  function: {
+    name: 'complete_task',
+    description: 'Call this tool to submit your final answer and complete the task.',
+    parameters: {
+      type: 'object',
+      properties: { result: { type: 'string', description: 'Your final results or findings to return to the orchestrator.' } },
+      required: ['result'],
+    },
+  },
+}
+
 type Family = 'codex' | 'claude' | 'gemini' | 'qwen' | 'opencode' | 'pi'
 const familyOf = (variant: string): Family =>
   variant.startsWith('claude')
@@ -93,6 +107,8 @@ class SimulatedHarness {
   /** Tool-call log of every conversation (main and sub-agents), in order. */
   readonly log: Array<{ agent: 'main' | 'sub'; name: string; args: Record<string, unknown>; result: string }> = []
   rejectNextEdit = false
+  /** Times a sub-agent had to be told to call its completion tool. */
+  nudges = 0
 
   readonly family: Family
   readonly recorded: Recorded
@@ -118,6 +134,7 @@ class SimulatedHarness {
     ]
     const specs = toToolSpecs(tools)
     const texts: string[] = []
+    let nudged = false
     for (let turn = 0; turn < 40; turn++) {
       const rng = createRng(hashString(JSON.stringify(messages), this.seed))
       const { text } = this.policy.generate({ messages, tools: specs, enableThinking: true, responseFormat: null, rng })
@@ -125,7 +142,20 @@ class SimulatedHarness {
       if (agent === 'main') this.calls++
       else this.subagentCalls++
       const parsed = parseAssistantOutput(text, { parseToolCalls: true })
-      if (parsed.toolCalls.length === 0) return { final: parsed.content ?? '', texts }
+      if (parsed.toolCalls.length === 0) {
+        if (agent === 'sub' && specs.some((spec) => spec.name === 'complete_task') && !nudged) {
+          // What Gemini CLI does when a sub-agent answers in text instead of calling complete_task.
+          nudged = true
+          this.nudges++
+          messages.push({ role: 'assistant', content: parsed.content ?? '' })
+          messages.push({
+            role: 'user',
+            content: 'You have stopped calling tools without finishing. You MUST call `complete_task` immediately.',
+          })
+          continue
+        }
+        return { final: parsed.content ?? '', texts }
+      }
       const calls = parsed.toolCalls.map((call, index) => ({
         id: `call_${turn}_${index}`,
         type: 'function',
@@ -133,6 +163,8 @@ class SimulatedHarness {
       }))
       messages.push({ role: 'assistant', content: parsed.content ?? '', reasoning_content: parsed.reasoning ?? '', tool_calls: calls })
       for (const call of calls) {
+        // Gemini CLI ends a sub-agent when it calls complete_task; its `result` is the answer.
+        if (call.function.name === 'complete_task') return { final: String(call.function.arguments.result), texts }
         const spec = specs.find((tool) => tool.name === call.function.name)
         expect(spec, `unknown tool ${call.function.name}`).toBeDefined()
         for (const key of (spec?.parameters?.required as string[] | undefined) ?? []) {
@@ -149,7 +181,10 @@ class SimulatedHarness {
   private execute(name: string, args: Record<string, unknown>, specs: ToolSpec[]): string {
     const props = Object.keys((specs.find((tool) => tool.name === name)?.parameters?.properties as object | undefined) ?? {})
     if (/^(?:task|agent|invoke_agent)$/i.test(name)) {
-      const subTools = this.tools.filter((tool) => toToolSpecs([tool])[0]?.name !== name)
+      const subTools = [
+        ...this.tools.filter((tool) => toToolSpecs([tool])[0]?.name !== name),
+        ...(this.family === 'gemini' ? [COMPLETE_TASK] : []),
+      ]
       const { final } = this.converse(String(args.prompt), 'sub', subTools)
       return this.family === 'gemini' ? JSON.stringify({ output: final }) : final
     }
@@ -338,6 +373,10 @@ describe('solver policy over every recorded harness tool set', () => {
       expect(harness.subagentCalls).toBeGreaterThanOrEqual(2)
       expect(harness.log.some((entry) => entry.agent === 'sub' && /stats\/core\.py/.test(JSON.stringify(entry.args)))).toBe(true)
       expect(harness.calls + harness.subagentCalls).toBeLessThanOrEqual(30)
+      if (familyOf(variant) === 'gemini') {
+        expect(harness.nudges).toBe(0)
+        expect(harness.subagentCalls).toBe(3)
+      }
     })
   }
 
