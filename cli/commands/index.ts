@@ -5,6 +5,7 @@
 import type { Command } from 'commander'
 import { register as exportCommand } from './export.ts'
 import { register as gate } from './gate.ts'
+import { register as generateSft } from './generate-sft.ts'
 import { register as passthrough } from './passthrough.ts'
 import { register as replay } from './replay.ts'
 import { register as runner } from './runner.ts'
@@ -15,4 +16,4 @@ import { register as submit } from './submit.ts'
 export type RegisterCommand = (program: Command) => void
 
 /** Add a command module here (one line each). */
-export const COMMANDS: readonly RegisterCommand[] = [passthrough, submit, status, sessions, exportCommand, gate, replay, runner]
+export const COMMANDS: readonly RegisterCommand[] = [passthrough, submit, status, sessions, exportCommand, gate, replay, runner, generateSft]
