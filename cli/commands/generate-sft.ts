@@ -43,6 +43,8 @@ export interface AttemptLine {
   reward: number | null
   accepted: boolean
   error: string | null
+  /** The evaluator's metadata (`trajectory.metadata.evaluation`), to see why an attempt was rejected. */
+  evaluation: Record<string, unknown> | null
 }
 
 export interface GenerateSftSummary {
@@ -110,6 +112,26 @@ export function sftTask(
   }
 }
 
+/**
+ * The model to ask the upstream for: `--served-model`, else the first model of its `/v1/models` (rollout
+ * sessions pass the harness's own model name through otherwise, which an engine rejects).
+ */
+export async function discoverServedModel(upstream: string, apiKey: string | undefined): Promise<string> {
+  const url = `${upstream.replace(/\/+$/, '')}/v1/models`
+  let response: Response
+  try {
+    response = await fetch(url, { headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {}, signal: AbortSignal.timeout(15_000) })
+  } catch (error) {
+    throw new UsageError(`cannot reach the upstream at ${url} (${(error as Error).message}); is it running?`)
+  }
+  const body = (await response.json().catch(() => null)) as { data?: Array<{ id?: unknown }> } | null
+  const id = body?.data?.[0]?.id
+  if (!response.ok || typeof id !== 'string') {
+    throw new UsageError(`${url} answered ${response.status} without a model list; pass --served-model`)
+  }
+  return id
+}
+
 function ndjson(text: string): string[] {
   return text.split('\n').filter((line) => line.trim() !== '')
 }
@@ -125,6 +147,7 @@ async function collect(client: EdgeClient, results: readonly SessionResult[], op
       reward,
       accepted: result.status === 'COMPLETED' && reward !== null && reward >= options.threshold,
       error: result.error,
+      evaluation: (result.trajectory.metadata.evaluation as Record<string, unknown> | undefined) ?? null,
     }
   })
   const sft: string[] = []
@@ -200,7 +223,8 @@ export function register(program: Command): void {
   )
   command.action(
     action(async (options: GenerateSftOptions) => {
-      const task = sftTask(options.task, options)
+      const servedModel = options.servedModel ?? (await discoverServedModel(options.upstream, options.upstreamApiKey))
+      const task = sftTask(options.task, { ...options, servedModel })
       const existingEdge = command.getOptionValueSource('edge') !== 'default'
       const controller = new AbortController()
       const onSignal = () => controller.abort(new Error('interrupted'))
@@ -212,7 +236,7 @@ export function register(program: Command): void {
             upstreamUrl: options.upstream,
             upstreamKind: options.kind,
             upstreamApiKey: options.upstreamApiKey,
-            servedModel: options.servedModel,
+            servedModel,
             concurrency: options.concurrency,
             verbose: options.verbose,
           })

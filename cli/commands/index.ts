@@ -16,4 +16,14 @@ import { register as submit } from './submit.ts'
 export type RegisterCommand = (program: Command) => void
 
 /** Add a command module here (one line each). */
-export const COMMANDS: readonly RegisterCommand[] = [passthrough, submit, status, sessions, exportCommand, gate, replay, runner, generateSft]
+export const COMMANDS: readonly RegisterCommand[] = [
+  passthrough,
+  submit,
+  status,
+  sessions,
+  exportCommand,
+  gate,
+  replay,
+  runner,
+  generateSft,
+]

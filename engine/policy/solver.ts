@@ -15,14 +15,14 @@
  * phrase in its prompt and answered by the same policy.
  */
 
-import type { TemplateMessage } from '../chat-template-input.ts'
+import { isRecord, type TemplateMessage } from '../chat-template-input.ts'
 import type { Rng } from '../rng.ts'
 import { type AgentTools, chooseSubagentType, type EditTool, findAgentTools } from './agent-tools.ts'
 import { assistantText } from './assistant-text.ts'
 import { findWorkingDirectory, isToolResponseText, joinPath } from './instruction.ts'
 import { sampleJsonForSchema } from './json-schema-sample.ts'
 import { findKnownFix, type KnownFix } from './known-fixes.ts'
-import type { Policy, PolicyInput, PolicyOutput, ToolSpec } from './policy.ts'
+import type { JsonSchema, Policy, PolicyInput, PolicyOutput, ToolSpec } from './policy.ts'
 import { properties } from './tool-detect.ts'
 import { readTranscript, type TranscriptStep } from './transcript.ts'
 
@@ -38,7 +38,7 @@ export const MAX_STEPS = 28
 
 const LIST_COMMAND = "pwd && find . -type f -not -path './.git/*' -not -name '*.pyc' | sort"
 const TEST_COMMAND = 'python3 -m pytest -q'
-const DIFF_COMMAND = 'git --no-pager diff'
+const DIFF_COMMAND = 'git --no-pager diff --no-ext-diff'
 const TITLE = 'Fix the failing stats tests'
 const EDIT_ERROR = /\b(?:error|failed|not found|no match|did not match|could not|unable to|no changes)\b/i
 
@@ -461,11 +461,22 @@ function handBack(view: Conversation, report: string): Action {
   const props = properties(complete.tool.parameters)
   const required = Array.isArray(complete.tool.parameters?.required) ? complete.tool.parameters.required.map(String) : Object.keys(props)
   const args: Record<string, unknown> = {}
-  for (const key of required) {
-    const schema = props[key] ?? {}
-    args[key] = String(schema.type ?? 'string').toLowerCase() === 'string' ? report : sampleJsonForSchema(schema, { title: report })
-  }
+  for (const key of required) args[key] = withText(props[key] ?? {}, report)
   return { kind: 'call', name: complete.tool.name, args, reasoning: 'That is the defect; hand the report back.' }
+}
+
+/** A value valid for `schema` whose strings carry `text` (Gemini CLI's `{result: {response: string}}`). */
+function withText(schema: JsonSchema, text: string, depth = 0): unknown {
+  const type = String(schema.type ?? (isRecord(schema.properties) ? 'object' : 'string')).toLowerCase()
+  if (depth > 8) return sampleJsonForSchema(schema, { title: text })
+  if (type === 'string' && !Array.isArray(schema.enum)) return text
+  if (type === 'object') {
+    const props = properties(schema)
+    const keys = Array.isArray(schema.required) && schema.required.length > 0 ? schema.required.map(String) : Object.keys(props)
+    return Object.fromEntries(keys.map((key) => [key, withText(props[key] ?? {}, text, depth + 1)]))
+  }
+  if (type === 'array' && isRecord(schema.items)) return [withText(schema.items, text, depth + 1)]
+  return sampleJsonForSchema(schema, { title: text })
 }
 
 // ---------------------------------------------------------------------------------------------

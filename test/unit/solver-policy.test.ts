@@ -80,9 +80,10 @@ const COMPLETE_TASK = {
   function: {
     name: 'complete_task',
     description: 'Call this tool to submit your final answer and complete the task.',
+    // The generalist's output config: `result: {response: string}`.
     parameters: {
       type: 'object',
-      properties: { result: { type: 'string', description: 'Your final results or findings to return to the orchestrator.' } },
+      properties: { result: { type: 'object', properties: { response: { type: 'string' } }, required: ['response'] } },
       required: ['result'],
     },
   },
@@ -164,7 +165,7 @@ class SimulatedHarness {
       messages.push({ role: 'assistant', content: parsed.content ?? '', reasoning_content: parsed.reasoning ?? '', tool_calls: calls })
       for (const call of calls) {
         // Gemini CLI ends a sub-agent when it calls complete_task; its `result` is the answer.
-        if (call.function.name === 'complete_task') return { final: String(call.function.arguments.result), texts }
+        if (call.function.name === 'complete_task') return { final: JSON.stringify(call.function.arguments.result), texts }
         const spec = specs.find((tool) => tool.name === call.function.name)
         expect(spec, `unknown tool ${call.function.name}`).toBeDefined()
         for (const key of (spec?.parameters?.required as string[] | undefined) ?? []) {
