@@ -65,7 +65,14 @@ describe('rollgate generate-sft', () => {
     ])
     expect(run.code, run.stderr).toBe(0)
     const summary = JSON.parse(run.stdout) as GenerateSftSummary
-    expect(summary, JSON.stringify(summary.results)).toMatchObject({ attempts: 2, accepted: 2, acceptance_rate: 1, threshold: 1, sft_lines: 2, sft_token_lines: 2 })
+    expect(summary, JSON.stringify(summary.results)).toMatchObject({
+      attempts: 2,
+      accepted: 2,
+      acceptance_rate: 1,
+      threshold: 1,
+      sft_lines: 2,
+      sft_token_lines: 2,
+    })
     expect(summary.results.every((attempt) => attempt.status === 'COMPLETED' && attempt.reward === 1)).toBe(true)
 
     const messages = (await lines(summary.files.sft)).map((line) => JSON.parse(line) as { messages: Array<Record<string, unknown>> })
