@@ -159,10 +159,11 @@ export class LocalRuntime implements Runtime {
     for (const dir of ['root', 'tmp', 'polar/session', 'run/rollgate']) await mkdir(join(root, dir), { recursive: true })
     await chmod(join(root, 'tmp'), 0o1777)
     await this.ensureSystemLinks()
-    // The work dir exists from the start (the start probe and every exec run in it; an upload_dir fills it).
-    if (isUnder(this.workDir, SESSION_MOUNT))
-      await mkdir(join(this.context.sessionDir, posix.relative(SESSION_MOUNT, this.workDir)), { recursive: true })
-    else await mkdir(await hostPathWithin(root, posix.relative('/', this.workDir)), { recursive: true })
+    // the work dir exists before the first exec (it is every exec's default cwd), in the session dir or the root
+    const workHost = isUnder(this.workDir, SESSION_MOUNT)
+      ? await hostPathWithin(this.context.sessionDir, posix.relative(SESSION_MOUNT, this.workDir))
+      : await hostPathWithin(root, posix.relative('/', this.workDir))
+    await mkdir(workHost, { recursive: true })
     await mkdir(join(base, 'control'), { recursive: true })
     this.relay = await startEdgeRelay(join(base, 'control', 'edge.sock'), this.context.edgeUrl)
     const memoryBytes = this.spec.memory_mb ? this.spec.memory_mb * 1024 * 1024 : null
