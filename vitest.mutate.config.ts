@@ -4,16 +4,19 @@ import { defineConfig } from 'vitest/config'
  * The unit tests that guard the promises `npm run mutate` mutates (auth, proxy pipeline, completion log,
  * stream encoders, builders and advantages, hub and gate), in Node. Stryker drives this config; the
  * workers pool (workerd) cannot be driven by Stryker, so the logic under it is tested on its plain classes here.
+ * `ROLLGATE_MUTATE_TESTS` (comma-separated globs) narrows the tests for a run scoped to one module.
  */
+const DEFAULT_TESTS = [
+  'test/unit/edge/{proxy-promises,query,event-bus,runner-warnings,zod-issues,call-upstream,completion-log,engine-request}.test.ts',
+  'test/unit/contract/{adapters,session-token}.test.ts',
+  'test/unit/providers/edge-routes.test.ts',
+  'test/unit/reconstruct-{builder-config,rewards,golden,branches}.test.ts',
+  'src/durable/**/*.test.ts',
+]
+
 export default defineConfig({
   test: {
     environment: 'node',
-    include: [
-      'test/unit/edge/{proxy-promises,query,event-bus,runner-warnings,zod-issues,call-upstream,completion-log,engine-request}.test.ts',
-      'test/unit/contract/{adapters,session-token}.test.ts',
-      'test/unit/providers/edge-routes.test.ts',
-      'test/unit/reconstruct-{builder-config,rewards,golden,branches}.test.ts',
-      'src/durable/**/*.test.ts',
-    ],
+    include: process.env.ROLLGATE_MUTATE_TESTS ? process.env.ROLLGATE_MUTATE_TESTS.split(',') : DEFAULT_TESTS,
   },
 })
