@@ -180,7 +180,11 @@ describe('dispatch and the full lifecycle', () => {
     const busy = await TestRunner.start('score-busy', { capacity: { max_init_workers: 2, max_run_workers: 2, max_postrun_workers: 2 } })
     busy.send({ type: 'heartbeat', metrics: { run_inflight: 2, ready_depth: 0 } })
     const idle = await TestRunner.start('score-idle', { capacity: { max_init_workers: 2, max_run_workers: 2, max_postrun_workers: 2 } })
-    await sleep(50)
+    // Wait until the hub has the busy runner's heartbeat (the fact the choice depends on), not for a fixed time.
+    await eventually(async () => {
+      const overview = (await (await SELF.fetch(`${EDGE}/rollout/status`, { headers: ADMIN })).json()) as RolloutStatus
+      expect(overview.nodes.nodes.find((node) => node.node_id === 'score-busy')?.metrics.run_inflight).toBe(2)
+    })
     expect((await submit(taskBody('score-1'))).status).toBe(200)
     const assigned = await idle.next('assign')
     expect(assigned.session.task_id).toBe('score-1')
@@ -192,7 +196,10 @@ describe('dispatch and the full lifecycle', () => {
     // Priority: with no runner connected both tasks queue; the first runner gets the high-priority one first.
     expect((await submit(taskBody('prio-low', { dispatch_priority: 0 }))).status).toBe(200)
     expect((await submit(taskBody('prio-high', { dispatch_priority: 90 }))).status).toBe(200)
-    await sleep(20)
+    await eventually(async () => {
+      const overview = (await (await SELF.fetch(`${EDGE}/rollout/status`, { headers: ADMIN })).json()) as RolloutStatus
+      expect(overview.pipeline.pending_sessions).toBe(2)
+    })
     const single = await TestRunner.start('prio-runner', {
       capacity: { max_init_workers: 1, max_run_workers: 1, max_postrun_workers: 1, ready_buffer: 0 },
     })
@@ -325,9 +332,8 @@ describe('budgets (Durable Object alarms)', () => {
     ).toBe(200)
     const { session_id: sessionId } = await runner.takeAssignment('budget-1', ['INITIALIZING', 'READY'])
     await eventually(async () => expect(await lifecycleStatus(sessionId)).toBe('READY'))
-    // READY is not counted against the agent budget.
-    await sleep(500)
-    expect(await lifecycleStatus(sessionId)).toBe('READY')
+    // READY is not counted against the agent budget: no agent deadline is armed before RUNNING.
+    expect((await rolloutSession(sessionId).lifecycle())!.agent_deadline).toBeNull()
     runner.send({ type: 'session.status', session_id: sessionId, status: 'RUNNING' })
     await eventually(async () => expect(await lifecycleStatus(sessionId)).toBe('RUNNING'))
     const state = await rolloutSession(sessionId).lifecycle()
