@@ -94,7 +94,15 @@ export async function startEdge(options: EdgeOptions): Promise<EdgeProcess> {
   for (const [key, value] of Object.entries(options.vars)) args.push('--var', `${key}:${value}`)
   const child = spawn(process.execPath, args, {
     cwd: REPO_ROOT,
-    env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_UPDATE_NOTIFIER: '1' },
+    env: {
+      // wrangler dev's local trace store keeps every request's full URL (a session token can be in it) on
+      // disk under the persistence dir, whatever wrangler.toml says: off unless asked for.
+      X_LOCAL_OBSERVABILITY: 'false',
+      ...process.env,
+      WRANGLER_SEND_METRICS: 'false',
+      CLOUDFLARE_CF_FETCH_ENABLED: 'false',
+      NO_UPDATE_NOTIFIER: '1',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: options.group === true,
   })

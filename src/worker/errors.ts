@@ -2,6 +2,7 @@
  * @module
  * The one gateway error: status, kind and field, rendered by the caller's adapter in its own wire shape.
  */
+import { redactSessionTokens } from '../contract/session-token.ts'
 import type { NormalizedError } from '../normalize/types.ts'
 
 export class GatewayError extends Error {
@@ -31,8 +32,17 @@ export class GatewayError extends Error {
   }
 }
 
+/**
+ * A path as error messages may echo it: a credential carried as a base-URL prefix (`/s/<token>/…`,
+ * `/t/<token>/…`) or anywhere as a session token is replaced by `…`, so no answer repeats a secret.
+ */
+export function displayPath(pathname: string): string {
+  return redactSessionTokens(pathname.replace(/^\/([st])\/[^/]+/, '/$1/…'))
+}
+
 /** The error for a request no route serves: 405 with `allow` when the path is served under other methods, else 404. */
-export function unmatchedRoute(method: string, pathname: string, allowed: readonly string[]): GatewayError {
+export function unmatchedRoute(method: string, rawPathname: string, allowed: readonly string[]): GatewayError {
+  const pathname = displayPath(rawPathname)
   if (allowed.length > 0 && !allowed.includes(method)) {
     return new GatewayError(
       405,
