@@ -7,7 +7,6 @@ const PAGE = 50
 const TRACES_PER_PAGE = 5
 const EXPORT_FORMATS = ['trajectory', 'session_result', 'nemo-gym', 'sft', 'sft-tokens']
 const main = document.getElementById('main')
-let teardown = []
 
 // --- DOM helpers -------------------------------------------------------------------------------
 
@@ -33,6 +32,37 @@ const card = (label, value) => h('div', { class: 'card' }, h('div', { class: 'va
 
 function render(...nodes) {
   main.replaceChildren(...nodes.filter((node) => node !== null && node !== undefined && node !== false))
+}
+
+/**
+ * One page's lifetime. Pages load asynchronously and keep streams, timers and debounced redraws going; once
+ * another page replaces this one (`enterPage`), everything it started stops and nothing it finishes later
+ * reaches the screen (a late answer must never paint the previous page over the current one).
+ */
+function newScope() {
+  const scope = {
+    live: true,
+    stops: [],
+    render: (...nodes) => {
+      if (scope.live) render(...nodes)
+    },
+    error: (error) => {
+      if (scope.live) showError(error)
+    },
+    end: () => {
+      scope.live = false
+      for (const stop of scope.stops.splice(0)) stop()
+    },
+  }
+  return scope
+}
+
+let current = newScope()
+
+function enterPage() {
+  current.end()
+  current = newScope()
+  return current
 }
 
 function mean(values) {
@@ -76,10 +106,24 @@ async function json(path, init) {
   return body
 }
 
-/** Server-sent events over fetch (EventSource cannot send a bearer header); reconnects with Last-Event-ID. */
-function subscribe(query, onEvent) {
+/**
+ * Server-sent events over fetch (EventSource cannot send a bearer header); reconnects with Last-Event-ID.
+ * Resolves once the edge has confirmed the subscription (its `hello` frame) or the first attempt failed:
+ * a page subscribes first and reads its snapshot after, so no change between the two is missed. A
+ * reconnect that has no event id to resume from calls `onResync` (the page reloads its snapshot).
+ */
+function subscribe(scope, query, onEvent, onResync) {
   const controller = new AbortController()
+  scope.stops.push(() => controller.abort())
   let lastId = null
+  let opened = false
+  let markOpen
+  const ready = new Promise((resolve) => {
+    markOpen = () => {
+      opened = true
+      resolve()
+    }
+  })
   const loop = async () => {
     while (!controller.signal.aborted) {
       try {
@@ -87,6 +131,7 @@ function subscribe(query, onEvent) {
           signal: controller.signal,
           headers: lastId ? { 'last-event-id': lastId } : {},
         })
+        if (!response.ok || !response.body) throw new Error(`events: ${response.status}`)
         const reader = response.body.pipeThrough(new TextDecoderStream()).getReader()
         let buffer = ''
         for (;;) {
@@ -98,11 +143,16 @@ function subscribe(query, onEvent) {
             const frame = buffer.slice(0, end)
             buffer = buffer.slice(end + 2)
             let data = ''
+            let type = 'message'
             for (const line of frame.split('\n')) {
               if (line.startsWith('id:')) lastId = line.slice(3).trim()
+              else if (line.startsWith('event:')) type = line.slice(6).trim()
               else if (line.startsWith('data:')) data += line.slice(5).trim()
             }
-            if (data) {
+            if (type === 'hello') {
+              if (!opened) markOpen()
+              else if (lastId === null && scope.live) onResync?.()
+            } else if (data && scope.live) {
               try {
                 onEvent(JSON.parse(data))
               } catch {}
@@ -111,18 +161,57 @@ function subscribe(query, onEvent) {
           }
         }
       } catch (error) {
-        if (controller.signal.aborted || error instanceof Unauthorized) return
+        if (controller.signal.aborted || error instanceof Unauthorized) return markOpen()
       }
+      // A failed first attempt does not hold the page back (it stays live by retrying).
+      if (!opened) markOpen()
       await new Promise((resolve) => setTimeout(resolve, 1000))
     }
   }
   loop()
-  teardown.push(() => controller.abort())
+  return ready
 }
 
-function every(ms, fn) {
-  const timer = setInterval(fn, ms)
-  teardown.push(() => clearInterval(timer))
+function every(scope, ms, fn) {
+  let running = false
+  const timer = setInterval(async () => {
+    if (running) return // the previous round is still out: never two overlapping draws
+    running = true
+    try {
+      await fn()
+    } finally {
+      running = false
+    }
+  }, ms)
+  scope.stops.push(() => clearInterval(timer))
+}
+
+/**
+ * Debounced, per key, latest-wins reloads: `load(key)` runs 250 ms after the last request for that key, and
+ * `apply(key, value)` only for the newest load of that key (an older answer arriving late is dropped).
+ */
+function reloader(scope, load, apply, ms = 250) {
+  const timers = new Map()
+  const newest = new Map()
+  scope.stops.push(() => {
+    for (const timer of timers.values()) clearTimeout(timer)
+  })
+  return (key) => {
+    clearTimeout(timers.get(key))
+    timers.set(
+      key,
+      setTimeout(async () => {
+        const ticket = (newest.get(key) ?? 0) + 1
+        newest.set(key, ticket)
+        try {
+          const value = await load(key)
+          if (scope.live && newest.get(key) === ticket) apply(key, value)
+        } catch (error) {
+          scope.error(error)
+        }
+      }, ms),
+    )
+  }
 }
 
 async function download(sessionId, format, builder) {
@@ -157,6 +246,7 @@ function showError(error) {
 // --- pages -----------------------------------------------------------------------------------------
 
 function loginPage(message) {
+  enterPage()
   document.getElementById('nav').hidden = true
   const input = h('input', { type: 'password', name: 'token', autocomplete: 'off', placeholder: 'ROLLGATE_ADMIN_TOKEN', required: true })
   const form = h(
@@ -205,11 +295,38 @@ async function taskRow(taskId) {
   )
 }
 
-async function tasksPage() {
-  const overview = await json('/rollout/status')
-  const ids = Object.keys(overview.tasks).slice(-100).reverse()
-  const body = h('tbody', {}, await Promise.all(ids.map(taskRow)))
-  render(
+async function tasksPage(scope) {
+  const body = h('tbody', {})
+  let snapshot = null
+  const refresh = reloader(
+    scope,
+    async (taskId) => {
+      await snapshot?.catch(() => {})
+      return taskRow(taskId)
+    },
+    (taskId, row) => {
+      const existing = body.querySelector(`tr[data-task="${CSS.escape(taskId)}"]`)
+      if (existing) existing.replaceWith(row)
+      else body.prepend(row)
+    },
+  )
+  // Subscribe first, then read the snapshot: a change in between arrives as an event.
+  await subscribe(
+    scope,
+    '',
+    (event) => {
+      if (event.task_id) refresh(event.task_id)
+    },
+    () => route(),
+  )
+  snapshot = (async () => {
+    const overview = await json('/rollout/status')
+    const ids = Object.keys(overview.tasks).slice(-100).reverse()
+    body.append(...(await Promise.all(ids.map(taskRow))))
+    return { overview, ids }
+  })()
+  const { overview, ids } = await snapshot
+  scope.render(
     h('h1', {}, 'Tasks'),
     h(
       'div',
@@ -238,35 +355,15 @@ async function tasksPage() {
         )
       : h('p', { class: 'muted' }, 'No tasks yet. Submit one with `rollgate submit`.'),
   )
-  const refresh = debounce(async (taskId) => {
-    const row = await taskRow(taskId)
-    const existing = body.querySelector(`tr[data-task="${CSS.escape(taskId)}"]`)
-    if (existing) existing.replaceWith(row)
-    else body.prepend(row)
-  })
-  subscribe('', (event) => {
-    if (event.task_id) refresh(event.task_id)
-  })
 }
 
-function debounce(fn, ms = 250) {
-  const pending = new Map()
-  return (key) => {
-    clearTimeout(pending.get(key))
-    pending.set(
-      key,
-      setTimeout(() => fn(key).catch(showError), ms),
-    )
-  }
-}
-
-async function taskPage(taskId) {
-  const draw = async () => {
-    const task = await json(`/rollout/task/${encodeURIComponent(taskId)}?results=false`)
+async function taskPage(scope, taskId) {
+  const load = () => json(`/rollout/task/${encodeURIComponent(taskId)}?results=false`)
+  const draw = (task) => {
     const rewards = task.sessions.map((session) => session.reward ?? null)
     const scored = rewards.filter((reward) => reward !== null)
     const advantages = leaveOneOut(rewards)
-    render(
+    scope.render(
       h('h1', {}, `Task ${taskId}`),
       h(
         'div',
@@ -310,17 +407,23 @@ async function taskPage(taskId) {
       ),
     )
   }
-  await draw()
-  const redraw = debounce(() => draw())
-  subscribe(`?task_id=${encodeURIComponent(taskId)}`, () => redraw(taskId))
+  const redraw = reloader(scope, load, (_, task) => draw(task))
+  // Subscribe first, then read the snapshot: a change in between arrives as an event.
+  await subscribe(
+    scope,
+    `?task_id=${encodeURIComponent(taskId)}`,
+    () => redraw(taskId),
+    () => redraw(taskId),
+  )
+  draw(await load())
 }
 
-async function runnersPage() {
+async function runnersPage(scope) {
   const samples = []
   const chart = h('div', { id: 'chart' })
   const gateBox = h('div', { class: 'cards', id: 'gate' })
   const table = h('div', { id: 'runners' })
-  render(h('h1', {}, 'Runners and pipeline'), gateBox, h('h2', {}, 'Completions per second (RUNNING sessions)'), chart, table)
+  scope.render(h('h1', {}, 'Runners and pipeline'), gateBox, h('h2', {}, 'Completions per second (RUNNING sessions)'), chart, table)
   const draw = async () => {
     const [overview, gate] = await Promise.all([json('/rollout/status'), json('/admin/inference/status')])
     samples.push({ at: Date.now(), total: gate.completions_total ?? 0 })
@@ -379,7 +482,7 @@ async function runnersPage() {
     )
   }
   await draw()
-  every(2000, () => draw().catch(showError))
+  every(scope, 2000, () => draw().catch(scope.error))
 }
 
 function rateChart(samples) {
@@ -437,7 +540,7 @@ function timeline(lifecycle) {
   )
 }
 
-async function sessionPage(sessionId) {
+async function sessionPage(scope, sessionId) {
   const summary = await json(`/v1/sessions/${encodeURIComponent(sessionId)}`)
   let lifecycle = null
   try {
@@ -457,7 +560,7 @@ async function sessionPage(sessionId) {
     pager.replaceChildren(
       h(
         'button',
-        { type: 'button', disabled: history.length === 0, onclick: () => loadPage(history.pop() ?? null).catch(showError) },
+        { type: 'button', disabled: history.length === 0, onclick: () => loadPage(history.pop() ?? null).catch(scope.error) },
         '← previous',
       ),
       h(
@@ -472,14 +575,14 @@ async function sessionPage(sessionId) {
           disabled: next === null || page.completions.length < PAGE,
           onclick: () => {
             history.push(afterSeq)
-            loadPage(next).catch(showError)
+            loadPage(next).catch(scope.error)
           },
         },
         'next →',
       ),
     )
   }
-  render(
+  scope.render(
     h('h1', {}, `Session ${sessionId}`),
     h(
       'div',
@@ -660,7 +763,7 @@ async function traceView(sessionId, trace, index, advantage) {
   )
 }
 
-async function trajectoryPage(sessionId, params) {
+async function trajectoryPage(scope, sessionId, params) {
   const builder = params.get('builder') ?? 'prefix_merging'
   const page = Number(params.get('page') ?? 0)
   const trajectory = await json(`/v1/sessions/${encodeURIComponent(sessionId)}/trajectory?builder=${encodeURIComponent(builder)}`)
@@ -688,7 +791,7 @@ async function trajectoryPage(sessionId, params) {
   )
   const pages = Math.ceil(trajectory.traces.length / TRACES_PER_PAGE)
   const stats = trajectory.metadata?.reconstruction_stats ?? {}
-  render(
+  scope.render(
     h('h1', {}, 'Trajectory ', link(`/dashboard/session/${encodeURIComponent(sessionId)}`, sessionId)),
     h(
       'div',
@@ -736,8 +839,7 @@ function navigate(path) {
 }
 
 async function route() {
-  for (const stop of teardown) stop()
-  teardown = []
+  const scope = enterPage()
   if (!sessionStorage.getItem(TOKEN_KEY)) return loginPage()
   document.getElementById('nav').hidden = false
   const path = location.pathname.replace(/\/+$/, '')
@@ -745,15 +847,16 @@ async function route() {
   const [, , page, id] = path.split('/')
   for (const anchor of document.querySelectorAll('[data-nav]')) anchor.classList.toggle('active', anchor.dataset.nav === (page ?? 'tasks'))
   try {
-    if (!page || page === 'login') await tasksPage()
-    else if (page === 'runners') await runnersPage()
-    else if (page === 'task' && id) await taskPage(decodeURIComponent(id))
-    else if (page === 'session' && id) await sessionPage(decodeURIComponent(id))
-    else if (page === 'trajectory' && id) await trajectoryPage(decodeURIComponent(id), params)
-    else render(h('p', {}, 'Unknown page. '), link('/dashboard', 'Tasks'))
+    if (!page || page === 'login') await tasksPage(scope)
+    else if (page === 'runners') await runnersPage(scope)
+    else if (page === 'task' && id) await taskPage(scope, decodeURIComponent(id))
+    else if (page === 'session' && id) await sessionPage(scope, decodeURIComponent(id))
+    else if (page === 'trajectory' && id) await trajectoryPage(scope, decodeURIComponent(id), params)
+    else scope.render(h('p', {}, 'Unknown page. '), link('/dashboard', 'Tasks'))
   } catch (error) {
+    if (!scope.live) return
     if (error instanceof Unauthorized) return logout('Token refused by the edge.')
-    render(h('p', { class: 'error', role: 'alert' }, error.message))
+    scope.render(h('p', { class: 'error', role: 'alert' }, error.message))
   }
 }
 

@@ -47,6 +47,8 @@ export class EdgeConnection {
   #registeredWaiters: (() => void)[] = []
   /** Last sign of life from the edge (a frame or a pong). */
   #lastHeard = 0
+  /** The edge's reconnect grace (from `registered`): retries come at least every third of it. */
+  #graceMs: number | null = null
   readonly stats = { connects: 0, failedConnects: 0, heartbeats: 0, framesIn: 0, framesOut: 0 }
 
   constructor(options: EdgeConnectionOptions) {
@@ -137,7 +139,7 @@ export class EdgeConnection {
       } catch (error) {
         this.stats.failedConnects++
         this.options.log('edge.connect_failed', { error: (error as Error).message, attempt: this.#attempt })
-        await this.#sleep(backoffDelay(this.#attempt++, this.options.backoff ?? { baseMs: 250, maxMs: 15_000 }))
+        await this.#sleep(this.#retryDelay())
         continue
       }
       const reason = await closed
@@ -146,8 +148,19 @@ export class EdgeConnection {
       this.options.onDisconnected?.(reason)
       if (this.#closing) return
       this.options.log('edge.disconnected', { reason })
-      await this.#sleep(backoffDelay(this.#attempt++, this.options.backoff ?? { baseMs: 250, maxMs: 15_000 }))
+      await this.#sleep(this.#retryDelay())
     }
+  }
+
+  /**
+   * Jittered exponential backoff, capped at a third of the edge's grace once the edge has told it: a live
+   * runner then tries at least three times within any grace period, however long the edge took to restart
+   * (the edge counts the grace from its restart), so it never loses its sessions to the backoff.
+   */
+  #retryDelay(): number {
+    const { baseMs, maxMs } = this.options.backoff ?? { baseMs: 250, maxMs: 15_000 }
+    const cap = this.#graceMs === null ? maxMs : Math.max(1, Math.min(maxMs, Math.floor(this.#graceMs / 3)))
+    return backoffDelay(this.#attempt++, { baseMs: Math.min(baseMs, cap), maxMs: cap })
   }
 
   #sleep(ms: number): Promise<void> {
@@ -219,6 +232,7 @@ export class EdgeConnection {
         this.options.log('edge.enrolled', { secret_file: this.options.secrets.path })
       }
       this.#registered = true
+      if (message.reconnect_grace_ms !== undefined) this.#graceMs = message.reconnect_grace_ms
       this.#startHeartbeat(message.heartbeat_interval_ms)
     }
     this.options.onMessage(message)

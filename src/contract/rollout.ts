@@ -372,6 +372,20 @@ export const rolloutEventSchema = z.discriminatedUnion('type', [
     usable_sessions: z.number().int(),
     at: z.string(),
   }),
+  /**
+   * A session's result reached its task (published after the task counted it, so a client that re-reads
+   * the task on this event sees the session resolved; the session's own terminal state change can come first).
+   */
+  z.object({
+    type: z.literal('task.session_resolved'),
+    task_id: z.string(),
+    run_id: z.string(),
+    session_id: z.string(),
+    status: sessionStatusSchema,
+    completed_sessions: z.number().int(),
+    total_sessions: z.number().int(),
+    at: z.string(),
+  }),
   z.object({ type: z.literal('task.cancelled'), task_id: z.string(), run_id: z.string(), reason: z.string(), at: z.string() }),
   z.object({
     type: z.literal('task.callback'),

@@ -155,6 +155,11 @@ export const edgeMessageSchema = z.discriminatedUnion('type', [
     protocol_version: z.number().int(),
     runner_id: z.string(),
     heartbeat_interval_ms: z.number().int(),
+    /**
+     * How long the edge waits for a disconnected runner (counted from the disconnect, or from the edge's
+     * restart) before it ends the runner's sessions. A runner retries at least every third of it.
+     */
+    reconnect_grace_ms: z.number().int().positive().optional(),
     /** Reported sessions the edge still assigns to this runner: keep running them. */
     keep: z.array(z.string()),
     /** Reported sessions the edge no longer assigns to this runner: stop them. */

@@ -150,6 +150,12 @@ describe('dashboard', () => {
     const first = await runSession('dash-task', 3)
     finish(first, 'completed')
     const second = await runSession('dash-task', 2)
+    // The first session's result has reached its task (the hand-off follows the session's own end): the
+    // tasks page below must show it from its first snapshot.
+    await eventually(
+      async () => expect((await admin<{ completed_sessions: number }>('/rollout/task/dash-task?results=false')).completed_sessions).toBe(1),
+      60_000,
+    )
 
     // A wrong token is refused; the right one opens the tasks page.
     await page.goto(`${edge.url}/dashboard`)

@@ -173,6 +173,16 @@ describe('dispatch and the full lifecycle', () => {
     expect(statuses).toEqual(['REGISTERED', 'INITIALIZING', 'READY', 'RUNNING', 'POST_RUN', 'BUILDING', 'EVALUATING', 'COMPLETED'])
     expect(seen[0]).toMatchObject({ type: 'task.submitted', task_id: 'life-events' })
     expect(seen.at(-1)).toMatchObject({ type: 'task.completed', status: 'completed' })
+    // The task announces the session it counted (after counting it), before it announces its own end.
+    const resolved = seen.findIndex((event) => event.type === 'task.session_resolved')
+    expect(resolved).toBeGreaterThan(0)
+    expect(resolved).toBeLessThan(seen.length - 1)
+    expect(seen[resolved]).toMatchObject({
+      session_id: session.session_id,
+      status: 'COMPLETED',
+      completed_sessions: 1,
+      total_sessions: 1,
+    })
     runner.close()
   })
 

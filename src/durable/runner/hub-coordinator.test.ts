@@ -144,6 +144,37 @@ describe('hub coordinator: restart', () => {
     expect(after.lost).toEqual([])
   })
 
+  it('a runner whose socket closed as the edge went down gets its grace from the restart, not from the close', async () => {
+    const db = new DatabaseSync(':memory:')
+    const clock = { now: 1_000 }
+    const sockets = new Set<string>(['R1'])
+    const before = incarnation(db, clock, sockets)
+    await before.coordinator.onMessage('R1', register([]), false)
+    await before.coordinator.enqueue(ticket('ses-a'))
+    await before.coordinator.onMessage('R1', { type: 'ack', session_id: 'ses-a', accepted: true, reason: null }, true)
+    await before.coordinator.onMessage('R1', { type: 'session.status', session_id: 'ses-a', status: 'RUNNING' }, true)
+    // The edge shuts down: the socket closes first (not final), then the process is gone.
+    clock.now = 2_000
+    sockets.clear()
+    await before.coordinator.onDisconnect('R1', false, 'edge going away')
+    // The restart takes longer than the grace.
+    clock.now = 2_000 + GRACE_MS * 3
+    const after = incarnation(db, clock, sockets)
+    after.coordinator.recoverAfterRestart()
+    clock.now += 100
+    await after.coordinator.alarm()
+    expect(after.lost).toEqual([])
+    sockets.add('R1')
+    clock.now += GRACE_MS / 3
+    await after.coordinator.onMessage('R1', register([{ session_id: 'ses-a', status: 'RUNNING' }]), false)
+    expect(after.sent.find((message) => message.type === 'registered')).toMatchObject({
+      keep: ['ses-a'],
+      drop: [],
+      reconnect_grace_ms: GRACE_MS,
+    })
+    expect(after.lost).toEqual([])
+  })
+
   it('a runner that never comes back is still declared lost once its grace has passed', async () => {
     const db = new DatabaseSync(':memory:')
     const clock = { now: 1_000 }

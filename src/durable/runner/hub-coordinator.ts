@@ -208,11 +208,15 @@ export class HubCoordinator {
     await this.#schedule()
   }
 
-  /** After a restart the sockets are gone but the rows say connected: start every runner's grace now. */
+  /**
+   * After a restart the sockets are gone: every runner's grace starts now, also for a runner whose socket
+   * closed before the edge went down (its old disconnect time would otherwise count the edge's own downtime
+   * against the runner, and a slow restart would end the grace before the runner could reconnect).
+   */
   recoverAfterRestart(): void {
     const now = this.#deps.now()
     for (const runner of this.#deps.registry.runners()) {
-      if (runner.connected && !this.#deps.connected(runner.runner_id)) this.#deps.registry.markDisconnected(runner.runner_id, now)
+      if (!this.#deps.connected(runner.runner_id)) this.#deps.registry.restartGrace(runner.runner_id, now)
     }
   }
 
@@ -342,6 +346,7 @@ export class HubCoordinator {
       protocol_version: RUNNER_PROTOCOL_VERSION,
       runner_id: runnerId,
       heartbeat_interval_ms: this.#deps.heartbeatIntervalMs,
+      reconnect_grace_ms: this.#deps.graceMs,
       keep,
       drop,
       ...(runnerSecret === undefined ? {} : { runner_secret: runnerSecret }),

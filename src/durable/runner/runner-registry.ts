@@ -225,6 +225,11 @@ export class RunnerRegistry {
     this.#sql.run('UPDATE hub_runners SET connected = 0, disconnected_at = COALESCE(disconnected_at, ?) WHERE runner_id = ?', now, runnerId)
   }
 
+  /** The edge restarted: the runner's grace starts over now, whenever its socket went away. */
+  restartGrace(runnerId: string, now: number): void {
+    this.#sql.run('UPDATE hub_runners SET connected = 0, disconnected_at = ? WHERE runner_id = ?', now, runnerId)
+  }
+
   removeRunner(runnerId: string): void {
     this.#sql.run('DELETE FROM hub_runners WHERE runner_id = ?', runnerId)
   }

@@ -91,6 +91,7 @@ async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T
 
 export class TaskCoordinator {
   readonly #deps: TaskDeps
+  #publishing: Promise<unknown> = Promise.resolve()
 
   constructor(deps: TaskDeps) {
     this.#deps = deps
@@ -180,6 +181,17 @@ export class TaskCoordinator {
       this.#deps.now(),
       sessionReward(result),
     )
+    const counts = store.counts()
+    this.#event({
+      type: 'task.session_resolved',
+      task_id: run.task_id,
+      run_id: runId,
+      session_id: result.session_id,
+      status: result.status,
+      completed_sessions: counts.resolved,
+      total_sessions: counts.total,
+      at: new Date(this.#deps.now()).toISOString(),
+    })
     await this.#afterResolution()
     return { accepted: true }
   }
@@ -469,11 +481,9 @@ export class TaskCoordinator {
     return candidates.length ? Math.min(...candidates) : null
   }
 
+  /** Best effort, never blocking; one at a time, so subscribers see this task's events in the order they happened. */
   #event(event: RolloutEvent): void {
-    this.#deps
-      .hub()
-      .publish(event)
-      .catch(() => {})
+    this.#publishing = this.#publishing.then(() => this.#deps.hub().publish(event)).catch(() => {})
   }
 }
 

@@ -20,7 +20,7 @@ afterEach(async () => {
 })
 
 /** A minimal edge: answers `register` with `registered` (minting a secret on first enrolment). */
-async function fakeEdge(options: { secret: string; rejectSecret?: string }) {
+async function fakeEdge(options: { secret: string; rejectSecret?: string; graceMs?: number }) {
   const connections: { secret: string | undefined; registers: RunnerMessageInput[] }[] = []
   const wss = new WebSocketServer({
     port: 0,
@@ -47,6 +47,7 @@ async function fakeEdge(options: { secret: string; rejectSecret?: string }) {
           heartbeat_interval_ms: 100,
           keep: [],
           drop: [],
+          ...(options.graceMs === undefined ? {} : { reconnect_grace_ms: options.graceMs }),
           ...(connection.secret ? {} : { runner_secret: options.secret }),
         }),
       )
@@ -107,7 +108,12 @@ async function proxy(targetPort: number) {
   }
 }
 
-function connection(port: number, stateDir: string, held: () => { session_id: string; status: 'RUNNING' }[] = () => []) {
+function connection(
+  port: number,
+  stateDir: string,
+  held: () => { session_id: string; status: 'RUNNING' }[] = () => [],
+  backoff = { baseMs: 10, maxMs: 50 },
+) {
   const events: { event: string; fields: Record<string, unknown> }[] = []
   let registered = 0
   const conn = new EdgeConnection({
@@ -128,7 +134,7 @@ function connection(port: number, stateDir: string, held: () => { session_id: st
       registered++
     },
     log: (event, fields = {}) => events.push({ event, fields }),
-    backoff: { baseMs: 10, maxMs: 50 },
+    backoff,
   })
   cleanups.push(() => conn.close('shutdown'))
   return { conn, events, registeredCount: () => registered }
@@ -185,6 +191,19 @@ describe('edge connection', () => {
     tcp.blackhole()
     await until(() => events.some((entry) => entry.event === 'edge.silent'), 'silence detected')
     await until(() => registeredCount() === 2, 're-registration over a fresh connection')
+    expect(conn.registered).toBe(true)
+  })
+
+  it("retries at least every third of the edge's reconnect grace, whatever its own backoff (a live runner never outwaits the grace)", async () => {
+    // A backoff of minutes would outlast any grace; the edge's `reconnect_grace_ms` caps it at grace / 3.
+    const edge = await fakeEdge({ secret: 's', graceMs: 300 })
+    const { conn, registeredCount } = connection(edge.port, stateDir(), () => [], { baseMs: 60_000, maxMs: 600_000 })
+    conn.start()
+    await conn.whenRegistered()
+    for (let round = 2; round <= 4; round++) {
+      for (const client of edge.wss.clients) client.terminate()
+      await until(() => registeredCount() === round, `registration ${round}`)
+    }
     expect(conn.registered).toBe(true)
   })
 })
