@@ -156,22 +156,30 @@ export function runCli(argv: string[]): string {
   }
 }
 
-if (import.meta.main) {
+/** The script's process side: output to `--out` or stdout, help to stdout, a bad option to stderr; the exit code. */
+export function main(args: string[], io: { stdout(text: string): void; stderr(text: string): void }): number {
   try {
-    const args = process.argv.slice(2)
     const output = runCli(args)
     const outIndex = args.indexOf('--out')
     const out = outIndex >= 0 ? args[outIndex + 1] : undefined
     if (out !== undefined) writeFileSync(out, output)
-    else process.stdout.write(output)
+    else io.stdout(output)
+    return 0
   } catch (error) {
     if (error instanceof HelpRequested) {
-      process.stdout.write(`${error.message}\n`)
-    } else {
-      const message =
-        error instanceof BuilderConfigError ? `--config ${error.message}` : error instanceof Error ? error.message : String(error)
-      process.stderr.write(`${message}\n`)
-      process.exitCode = 1
+      io.stdout(`${error.message}\n`)
+      return 0
     }
+    const message =
+      error instanceof BuilderConfigError ? `--config ${error.message}` : error instanceof Error ? error.message : String(error)
+    io.stderr(`${message}\n`)
+    return 1
   }
+}
+
+if (import.meta.main) {
+  process.exitCode = main(process.argv.slice(2), {
+    stdout: (text) => process.stdout.write(text),
+    stderr: (text) => process.stderr.write(text),
+  })
 }

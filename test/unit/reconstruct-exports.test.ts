@@ -2,8 +2,8 @@
  * Exports (Polar SessionResult/TaskResult, slime/Miles samples, NeMo Gym rows, SFT rows), the R2
  * key helper, and the CLI.
  */
-import { execFileSync, spawnSync } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
@@ -22,7 +22,7 @@ import {
   trajectoryObjectKey,
   trajectoryObjectPrefix,
 } from '../../src/reconstruct/index.ts'
-import { runCli } from '../../scripts/reconstruct.ts'
+import { main, runCli } from '../../scripts/reconstruct.ts'
 import { makeRecord, withPreviousDeltas } from './reconstruct-support/records.ts'
 import { slimeFromDictSchema, slimeFullRowSchema } from './reconstruct-support/slime-sample.ts'
 
@@ -324,18 +324,31 @@ describe('CLI (scripts/reconstruct.ts)', () => {
     expect(() => runCli(['--records', broken])).toThrow(/^--records \[0\]\.seq: Invalid input: expected number, received string$/)
   })
 
-  it('runs as a script', () => {
-    const out = execFileSync(process.execPath, ['scripts/reconstruct.ts', '--records', wrapped, '--format', 'sft'], {
-      encoding: 'utf8',
-    })
-    expect(out.trim().split('\n')).toHaveLength(1)
-    const help = spawnSync(process.execPath, ['scripts/reconstruct.ts', '--help'], { encoding: 'utf8' })
-    expect(help.status).toBe(0)
-    expect(help.stdout).toMatch(/^usage: /)
-    const bad = spawnSync(process.execPath, ['scripts/reconstruct.ts', '--records', wrapped, '--config', '{"strict":"yes"}'], {
-      encoding: 'utf8',
-    })
-    expect(bad.status).toBe(1)
-    expect(bad.stderr.trim().split('\n')).toEqual([expect.stringMatching(/^--config config\.strict: .*boolean/)])
+  it('prints to stdout or --out, help to stdout, a bad option to stderr with exit 1', () => {
+    const run = (args: string[]) => {
+      const io = { out: '', err: '' }
+      const code = main(args, { stdout: (text) => (io.out += text), stderr: (text) => (io.err += text) })
+      return { code, ...io }
+    }
+    const ok = run(['--records', wrapped, '--format', 'sft'])
+    expect(ok).toMatchObject({ code: 0, err: '' })
+    expect(ok.out.trim().split('\n')).toHaveLength(1)
+    const file = join(dir, 'out.jsonl')
+    expect(run(['--records', wrapped, '--format', 'sft', '--out', file])).toEqual({ code: 0, out: '', err: '' })
+    expect(readFileSync(file, 'utf8')).toBe(ok.out)
+    const help = run(['--help'])
+    expect(help.code).toBe(0)
+    expect(help.out).toMatch(/^usage: /)
+    const bad = run(['--records', wrapped, '--config', '{"strict":"yes"}'])
+    expect(bad.code).toBe(1)
+    expect(bad.out).toBe('')
+    expect(bad.err.trim().split('\n')).toEqual([expect.stringMatching(/^--config config\.strict: .*boolean/)])
+  })
+
+  // One node process (type-stripping the reconstruct module graph): its budget is a process start on a loaded
+  // 2-core machine, not vitest's 5 s default for in-process logic; every branch of main is checked in-process above.
+  it('runs as a script (one process: the entry point is wired to main)', { timeout: 30_000 }, () => {
+    const out = execFileSync(process.execPath, ['scripts/reconstruct.ts', '--records', wrapped, '--format', 'sft'], { encoding: 'utf8' })
+    expect(out).toBe(runCli(['--records', wrapped, '--format', 'sft']))
   })
 })

@@ -21,19 +21,21 @@ beforeAll(() => {
   tarball = (version) => {
     const existing = tarballs.get(version)
     if (existing) return existing
-    const src = join(work, `src-${version}`)
+    // The npm tarball layout (`package/…`) made with tar: `npm pack` would start npm once more per version.
+    const src = join(work, `src-${version}`, 'package')
     mkdirSync(src, { recursive: true })
     writeFileSync(join(src, 'package.json'), JSON.stringify({ name: 'fake-harness', version, bin: { 'fake-harness': 'cli.js' } }))
-    writeFileSync(join(src, 'cli.js'), `#!/usr/bin/env node\nconsole.log('fake-harness ${version}')\n`)
-    const packed = spawnSync('npm', ['pack', '--silent', '--pack-destination', work], { cwd: src, encoding: 'utf8' })
-    if (packed.status !== 0) throw new Error(`npm pack: ${packed.stderr}`)
-    const file = join(work, packed.stdout.trim().split('\n').at(-1)!)
+    writeFileSync(join(src, 'cli.js'), `#!/usr/bin/env node\nconsole.log('fake-harness ${version}')\n`, { mode: 0o755 })
+    const file = join(work, `fake-harness-${version}.tgz`)
+    const packed = spawnSync('tar', ['-czf', file, '-C', join(src, '..'), 'package'], { encoding: 'utf8' })
+    if (packed.status !== 0) throw new Error(`tar: ${packed.stderr}`)
     tarballs.set(version, file)
     return file
   }
 })
 afterAll(() => rmSync(work, { recursive: true, force: true }))
 
+const NPM_BUDGET_MS = 60_000
 const PKG = { name: 'fake-harness', version: '1.0.0', bin: 'fake-harness', approxBytes: 1000 }
 
 /** One installer in its own process; prints its result as JSON. */
@@ -63,7 +65,9 @@ describe('harness install cache', () => {
     expect(harnessCacheDir({ name: '@scope/cli', version: '1.2.3', bin: 'cli' }, '/c')).toBe('/c/@scope/cli@1.2.3')
   })
 
-  it('installs once when two processes race, then reuses the cache', async () => {
+  // These two run a real `npm install` (npm alone is ~1 s of CPU; two node processes on top): their budget is
+  // that work on a loaded 2-core machine, not vitest's 5 s default for in-process logic.
+  it('installs once when two processes race, then reuses the cache', { timeout: NPM_BUDGET_MS }, async () => {
     const cacheRoot = join(work, 'cache-race')
     const spec = tarball('1.0.0')
     const results = await Promise.all([installInChild(cacheRoot, spec), installInChild(cacheRoot, spec)])
@@ -81,7 +85,7 @@ describe('harness install cache', () => {
     expect(lines).toEqual([])
   })
 
-  it('refuses an install whose version is not the pinned one and keeps nothing', async () => {
+  it('refuses an install whose version is not the pinned one and keeps nothing', { timeout: NPM_BUDGET_MS }, async () => {
     const cacheRoot = join(work, 'cache-mismatch')
     await expect(
       installHarness(PKG, { cacheRoot, spec: tarball('1.0.1'), useDevDependency: false, tty: false, log: () => {} }),
