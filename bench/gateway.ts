@@ -1,21 +1,31 @@
 /**
  * @module
- * `npm run bench:gateway`: added latency and throughput of the edge (wrangler dev → workerd, durable
- * capture in the session Durable Object) versus calling the upstream directly, for ~2 KB, ~50 KB and
- * ~500 KB chat requests at concurrency 1 and 16. A and B runs alternate in one process; the upstream is
- * a canned vLLM-shaped stub in its own process (what the peers were measured against).
+ * `npm run bench:gateway`: what the edge costs over the floor of its own runtime. Three targets in one
+ * run, alternating: **direct** (the vLLM-shaped stub upstream alone), **floor** (`bench/floor-worker.js`,
+ * a bare Worker in the same Miniflare that parses the request, forwards it to the same stub, parses the
+ * answer and returns a small JSON; no storage) and **edge** (Rollgate, durable capture in the session
+ * Durable Object). For ~2 KB, ~54 KB and ~524 KB chat requests: added p50 over direct at concurrency 1,
+ * p99, throughput at concurrency 16, and workerd CPU ms per request (utime + stime from /proc around each
+ * phase). Every figure is a median over `--reps` alternating repetitions (order rotated per rep), and
+ * the edge's are read as ratios to the floor measured minutes apart: the machine is shared and loaded,
+ * so absolute numbers drift, the ratios much less.
  *
- * Last line: one JSON object with every figure.
+ * `--long N` then sends N more 2 KB requests at concurrency 16 through the edge and reports workerd RSS
+ * at its start, peak and end (state lives in the Durable Object's SQLite: memory must stay flat).
+ * Afterwards every session's completion count is read back: each successful edge call must be stored.
+ *
+ * Last line: one JSON object with the ratios (and the raw medians).
  */
 import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
-import { startEdge } from '../scripts/lib/processes.ts'
+import { REPO_ROOT } from '../scripts/lib/processes.ts'
 import { chatBody } from './lib/chat-bodies.ts'
+import { type LoadResult, type LoadTarget, runLoad } from './lib/load.ts'
+import { cpuMs, rssMb, workerdPids } from './lib/proc-stats.ts'
 import { startStub } from './lib/start-stub.ts'
-import { type LoadResult, runLoad } from './lib/load.ts'
 
 const ADMIN_TOKEN = 'bench-admin-token'
 const SIZES = [
@@ -23,127 +33,205 @@ const SIZES = [
   { name: '54KB', bytes: 54 * 1024 },
   { name: '524KB', bytes: 524 * 1024 },
 ]
-/** Peers on this machine, same stub upstream (developers' brief). */
-const PEERS = {
-  added_latency_c1_54KB_ms: { portkey: 4.8, agent_trace: 2.5 },
-  throughput_c16_req_s: { '2KB': 639, '54KB': 376, '524KB': 124 },
-}
+/** Issue #10's targets, relative to the floor. */
+const TARGETS = { added_p50_ratio_max: 1.3, p99_over_p50_max: 3, throughput_ratio_min: 0.75 }
+const SESSIONS = 16
 
 const { values } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '2' },
+    reps: { type: 'string', default: '3' },
     'c1-count': { type: 'string', default: '150' },
     'c16-count': { type: 'string', default: '600' },
-    'max-seconds': { type: 'string', default: '20' },
-    /** `miniflare` (workerd directly) or `wrangler` (`wrangler dev`, adds its dev-server proxy). */
-    runtime: { type: 'string', default: 'miniflare' },
+    'max-seconds': { type: 'string', default: '30' },
     sizes: { type: 'string', default: '2KB,54KB,524KB' },
+    /** Requests of the long run (0: none). */
+    long: { type: 'string', default: '0' },
+    'long-max-seconds': { type: 'string', default: '1800' },
   },
 })
 
-async function createSession(edgeUrl: string, upstreamUrl: string): Promise<string> {
+type TargetName = 'direct' | 'floor' | 'edge'
+interface Phase extends LoadResult {
+  cpu_ms_per_request: number | null
+}
+
+async function createSession(edgeUrl: string, upstreamUrl: string): Promise<{ token: string; session_id: string }> {
   const response = await fetch(`${edgeUrl}/v1/sessions`, {
     method: 'POST',
     headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
     body: JSON.stringify({ upstream: { url: upstreamUrl, kind: 'vllm', served_model: 'Qwen/Qwen3-8B' } }),
   })
   if (response.status !== 201) throw new Error(`session create failed: ${response.status} ${await response.text()}`)
-  return ((await response.json()) as { token: string }).token
+  return (await response.json()) as { token: string; session_id: string }
 }
 
-function merge(results: LoadResult[]): LoadResult {
-  const pick = (key: keyof LoadResult) => {
-    const sorted = results.map((r) => r[key]).sort((a, b) => a - b)
-    return sorted[Math.floor(sorted.length / 2)] as number
-  }
-  return {
-    requests: results.reduce((s, r) => s + r.requests, 0),
-    errors: results.reduce((s, r) => s + r.errors, 0),
-    seconds: results.reduce((s, r) => s + r.seconds, 0),
-    throughput: pick('throughput'),
-    p50: pick('p50'),
-    p90: pick('p90'),
-    p99: pick('p99'),
-    mean: pick('mean'),
-  }
+const median = (numbers: number[]): number => {
+  const sorted = [...numbers].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
 }
+const r3 = (n: number) => Math.round(n * 1000) / 1000
+const r2 = (n: number) => Math.round(n * 100) / 100
 
 const stub = await startStub()
 const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-bench-'))
-const edgeVars = { ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, ROLLGATE_SIGNING_KEY: 'bench-signing-key' }
-const edge =
-  values.runtime === 'wrangler' ? await startEdge({ persistTo, vars: edgeVars }) : await startMiniflareEdge({ persistTo, vars: edgeVars })
-console.log(`edge runtime: ${values.runtime} at ${edge.url}; upstream stub at ${stub.url}`)
-const figures: Record<string, unknown> = {}
+const edge = await startMiniflareEdge({
+  persistTo,
+  vars: { ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, ROLLGATE_SIGNING_KEY: 'bench-signing-key' },
+  // The edge's one line per request would flood stdout (and this process): keep only warnings and errors.
+  onLog: (level, message) => {
+    if (level === 'warn' || level === 'error') console.error(message)
+  },
+  extraWorkers: [
+    {
+      name: 'floor',
+      scriptPath: join(REPO_ROOT, 'bench/floor-worker.js'),
+      routes: ['*/floor/*'],
+      bindings: { FLOOR_UPSTREAM_URL: stub.url },
+    },
+  ],
+})
+const pids = workerdPids()
+console.log(`edge + floor in Miniflare at ${edge.url} (workerd pids ${pids.join(',')}); stub upstream at ${stub.url}`)
+const loadStart = loadavg()[0] as number
+let edgeSucceeded = 0
+let result: Record<string, unknown> = {}
 try {
-  const rounds = Number(values.rounds)
+  const reps = Number(values.reps)
   const maxMs = Number(values['max-seconds']) * 1000
-  const tokens = await Promise.all(Array.from({ length: 16 }, () => createSession(edge.url, stub.url)))
+  const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => createSession(edge.url, stub.url)))
+  const tokens = sessions.map((session) => session.token)
   const sizes = SIZES.filter((size) => (values.sizes ?? '').split(',').includes(size.name))
+
+  const targetsFor =
+    (name: TargetName, body: Buffer) =>
+    (worker: number): LoadTarget => {
+      if (name === 'direct') return { url: `${stub.url}/v1/chat/completions`, headers: {}, body }
+      if (name === 'floor') return { url: `${edge.url}/floor/v1/chat/completions`, headers: {}, body }
+      return { url: `${edge.url}/v1/chat/completions`, headers: { authorization: `Bearer ${tokens[worker % SESSIONS]}` }, body }
+    }
+  const phase = async (name: TargetName, body: Buffer, concurrency: number, count: number): Promise<Phase> => {
+    const cpuBefore = cpuMs(pids)
+    const load = await runLoad(targetsFor(name, body), { concurrency, count, maxMs })
+    const cpu = cpuMs(pids) - cpuBefore
+    if (name === 'edge') edgeSucceeded += load.requests - load.errors
+    if (load.errors > 0) console.log(`  ${name}: ${load.errors} errors of ${load.requests}`)
+    return { ...load, cpu_ms_per_request: name === 'direct' ? null : r3(cpu / Math.max(1, load.requests)) }
+  }
+
+  const perSize: Record<string, unknown> = {}
+  const raw: Record<string, unknown> = {}
+  const ORDER: TargetName[] = ['direct', 'floor', 'edge']
   for (const size of sizes) {
     const body = Buffer.from(JSON.stringify(chatBody(size.bytes)))
+    const byConcurrency: Record<number, Record<TargetName, Phase[]>> = {}
     for (const concurrency of [1, 16]) {
       const count = Number(concurrency === 1 ? values['c1-count'] : values['c16-count'])
-      const direct = (_worker: number) => ({ url: `${stub.url}/v1/chat/completions`, headers: {}, body })
-      const viaEdge = (worker: number) => ({
-        url: `${edge.url}/v1/chat/completions`,
-        headers: { authorization: `Bearer ${tokens[worker % tokens.length]}` },
-        body,
-      })
-      // Warm both paths (JIT, connections, DO instances).
-      await runLoad(direct, { concurrency, count: Math.min(count, 50), maxMs })
-      await runLoad(viaEdge, { concurrency, count: Math.min(count, 50), maxMs })
-      const a: LoadResult[] = []
-      const b: LoadResult[] = []
-      for (let round = 0; round < rounds; round++) {
-        a.push(await runLoad(direct, { concurrency, count, maxMs }))
-        b.push(await runLoad(viaEdge, { concurrency, count, maxMs }))
+      for (const name of ORDER) await phase(name, body, concurrency, Math.min(count, 50)) // warm: JIT, sockets, objects
+      const runs: Record<TargetName, Phase[]> = { direct: [], floor: [], edge: [] }
+      for (let rep = 0; rep < reps; rep++) {
+        // Rotate the order per rep so no target always runs first (or right after another).
+        for (let i = 0; i < ORDER.length; i++) {
+          const name = ORDER[(rep + i) % ORDER.length] as TargetName
+          runs[name].push(await phase(name, body, concurrency, count))
+        }
       }
-      const directResult = merge(a)
-      const edgeResult = merge(b)
-      const key = `${size.name}_c${concurrency}`
-      figures[key] = {
-        body_bytes: body.length,
-        direct: directResult,
-        edge: edgeResult,
-        added_p50_ms: Math.round((edgeResult.p50 - directResult.p50) * 1000) / 1000,
-        added_p99_ms: Math.round((edgeResult.p99 - directResult.p99) * 1000) / 1000,
-      }
-      console.log(
-        `${key.padEnd(10)} body ${String(body.length).padStart(7)} B | direct p50 ${directResult.p50.toFixed(2)} ms p99 ${directResult.p99.toFixed(2)} ms ${directResult.throughput.toFixed(0)} req/s | edge p50 ${edgeResult.p50.toFixed(2)} ms p99 ${edgeResult.p99.toFixed(2)} ms ${edgeResult.throughput.toFixed(0)} req/s (errors ${edgeResult.errors}) | added p50 ${(edgeResult.p50 - directResult.p50).toFixed(2)} ms`,
-      )
+      byConcurrency[concurrency] = runs
     }
+    const c1 = byConcurrency[1] as Record<TargetName, Phase[]>
+    const c16 = byConcurrency[16] as Record<TargetName, Phase[]>
+    // Per rep: added p50 over direct of the same rep, then the edge's ratio to the floor's; median over reps.
+    const floorAdded = c1.floor.map((run, i) => run.p50 - (c1.direct[i] as Phase).p50)
+    const edgeAdded = c1.edge.map((run, i) => run.p50 - (c1.direct[i] as Phase).p50)
+    const addedRatio = median(edgeAdded.map((added, i) => added / Math.max(0.01, floorAdded[i] as number)))
+    const throughputRatio = median(c16.edge.map((run, i) => run.throughput / (c16.floor[i] as Phase).throughput))
+    const pick = (runs: Phase[], key: keyof Phase) => r3(median(runs.map((run) => run[key] as number)))
+    const figures = {
+      body_bytes: body.length,
+      floor_added_p50_ms: r3(median(floorAdded)),
+      edge_added_p50_ms: r3(median(edgeAdded)),
+      added_p50_ratio: r2(addedRatio),
+      edge_p50_c1_ms: pick(c1.edge, 'p50'),
+      edge_p99_c1_ms: pick(c1.edge, 'p99'),
+      edge_p99_over_p50_c1: r2(median(c1.edge.map((run) => run.p99 / run.p50))),
+      edge_p99_over_p50_c16: r2(median(c16.edge.map((run) => run.p99 / run.p50))),
+      floor_req_s_c16: pick(c16.floor, 'throughput'),
+      edge_req_s_c16: pick(c16.edge, 'throughput'),
+      throughput_ratio_c16: r2(throughputRatio),
+      cpu_ms_per_request: {
+        floor_c1: pick(c1.floor, 'cpu_ms_per_request'),
+        edge_c1: pick(c1.edge, 'cpu_ms_per_request'),
+        floor_c16: pick(c16.floor, 'cpu_ms_per_request'),
+        edge_c16: pick(c16.edge, 'cpu_ms_per_request'),
+      },
+      targets_met: {
+        added_p50: addedRatio <= TARGETS.added_p50_ratio_max,
+        p99: median(c1.edge.map((run) => run.p99 / run.p50)) <= TARGETS.p99_over_p50_max,
+        throughput: throughputRatio >= TARGETS.throughput_ratio_min,
+      },
+    }
+    perSize[size.name] = figures
+    raw[size.name] = {
+      c1: { direct: pick(c1.direct, 'p50'), floor: pick(c1.floor, 'p50'), edge: pick(c1.edge, 'p50') },
+      c16_req_s: { direct: pick(c16.direct, 'throughput'), floor: pick(c16.floor, 'throughput'), edge: pick(c16.edge, 'throughput') },
+    }
+    console.log(`${size.name.padEnd(6)} ${JSON.stringify(figures)}`)
   }
+
+  let long: Record<string, unknown> | null = null
+  const longCount = Number(values.long)
+  if (longCount > 0) {
+    const body = Buffer.from(JSON.stringify(chatBody(2 * 1024)))
+    const rssStart = rssMb(pids)
+    let rssPeak = rssStart
+    const sampler = setInterval(() => {
+      rssPeak = Math.max(rssPeak, rssMb(pids))
+    }, 1000)
+    const cpuBefore = cpuMs(pids)
+    const load = await runLoad(targetsFor('edge', body), {
+      concurrency: 16,
+      count: longCount,
+      maxMs: Number(values['long-max-seconds']) * 1000,
+    })
+    clearInterval(sampler)
+    edgeSucceeded += load.requests - load.errors
+    const rssEnd = rssMb(pids)
+    long = {
+      requests: load.requests,
+      errors: load.errors,
+      seconds: load.seconds,
+      req_s: load.throughput,
+      p50_ms: load.p50,
+      p99_ms: load.p99,
+      cpu_ms_per_request: r3((cpuMs(pids) - cpuBefore) / Math.max(1, load.requests)),
+      rss_start_mb: rssStart,
+      rss_peak_mb: Math.max(rssPeak, rssEnd),
+      rss_end_mb: rssEnd,
+      rss_growth_mb: r2(rssEnd - rssStart),
+    }
+    console.log(`long run ${JSON.stringify(long)}`)
+  }
+
   // Zero captures lost: every successful edge call must be a stored completion.
   let stored = 0
-  for (const token of tokens) {
-    const sessionId = Buffer.from(token.slice(3).split('.')[0] as string, 'base64url').toString()
-    const info = (await (
-      await fetch(`${edge.url}/v1/sessions/${sessionId}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
-    ).json()) as {
-      completion_count: number
-    }
-    stored += info.completion_count
+  for (const { session_id } of sessions) {
+    const response = await fetch(`${edge.url}/v1/sessions/${session_id}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    stored += ((await response.json()) as { completion_count: number }).completion_count
   }
-  figures.captures_stored = stored
-  figures.runtime = values.runtime
-  figures.peers = PEERS
-  const added = (figures['54KB_c1'] as { added_p50_ms: number } | undefined)?.added_p50_ms ?? null
-  figures.verdict = {
-    added_latency_c1_54KB_ms: added,
-    target_ms: Math.min(PEERS.added_latency_c1_54KB_ms.portkey, PEERS.added_latency_c1_54KB_ms.agent_trace) / 2,
-    throughput_c16_vs_best_peer: Object.fromEntries(
-      sizes.map((s) => [
-        s.name,
-        Math.round(
-          ((figures[`${s.name}_c16`] as { edge: LoadResult }).edge.throughput / PEERS.throughput_c16_req_s[s.name as '2KB']) * 100,
-        ) / 100,
-      ]),
-    ),
+  result = {
+    bench: 'gateway',
+    reps,
+    note: 'ratios of the edge to the bare floor Worker in the same workerd, medians of alternating reps; absolute ms drift with machine load',
+    load_average: { start: r2(loadStart), end: r2(loadavg()[0] as number) },
+    targets: TARGETS,
+    sizes: perSize,
+    medians_ms_and_req_s: raw,
+    long,
+    captures: { successful_edge_calls: edgeSucceeded, stored, lost: Math.max(0, edgeSucceeded - stored) },
   }
 } finally {
   await edge.stop()
   await stub.stop()
   rmSync(persistTo, { recursive: true, force: true })
 }
-console.log(JSON.stringify(figures))
+console.log(JSON.stringify(result))

@@ -38,33 +38,55 @@ export async function startMiniflareEdge(options: {
   persistTo: string
   vars: Record<string, string>
   scriptPath?: string
+  /** More Workers in the same workerd, each reached at its `routes` (e.g. `bench/floor-worker.js` at `*\/floor/*`). */
+  /** workerd's log lines (default: printed). Benchmarks drop the per-request lines so their stdout stays readable. */
+  onLog?: (level: string, message: string) => void
+  extraWorkers?: { name: string; scriptPath: string; routes: string[]; bindings?: Record<string, string> }[]
 }): Promise<MiniflareEdge> {
   const scriptPath = options.scriptPath ?? bundleWorker()
   // A bundle made here is removed with the edge (benchmarks and fuzz leave nothing in the temp dir).
   const removeBundle = () => {
     if (!options.scriptPath) rmSync(dirname(scriptPath), { recursive: true, force: true })
   }
+  // Unnamed, as before: Miniflare keeps its objects under `do/-<ClassName>` (bench:long-session reads them there).
+  const edgeWorker = {
+    scriptPath,
+    modulesRoot: dirname(scriptPath),
+    modules: true,
+    compatibilityDate: '2026-08-01',
+    compatibilityFlags: ['nodejs_compat', 'enable_request_signal'],
+    durableObjects: {
+      SESSIONS: { className: 'SessionObject', useSQLite: true },
+      TASKS: { className: 'TaskObject', useSQLite: true },
+      RUNNERS: { className: 'RunnerHub', useSQLite: true },
+      INFERENCE_GATE: { className: 'InferenceGate', useSQLite: true },
+    },
+    r2Buckets: ['BLOBS'],
+    bindings: {
+      ROLLGATE_UPSTREAM_URL: 'http://127.0.0.1:8000',
+      ROLLGATE_UPSTREAM_KIND: 'vllm',
+      ROLLGATE_SERVED_MODEL: '',
+      ...options.vars,
+    },
+  }
+  const extraWorkers = (options.extraWorkers ?? []).map((worker) => ({
+    name: worker.name,
+    scriptPath: worker.scriptPath,
+    modulesRoot: dirname(worker.scriptPath),
+    modules: true,
+    compatibilityDate: '2026-08-01',
+    compatibilityFlags: ['nodejs_compat'],
+    routes: worker.routes,
+    bindings: worker.bindings ?? {},
+  }))
   const mf = new Miniflare(
     convertV4MiniflareOptions({
-      scriptPath,
-      modulesRoot: dirname(scriptPath),
-      modules: true,
-      compatibilityDate: '2026-08-01',
-      compatibilityFlags: ['nodejs_compat', 'enable_request_signal'],
-      durableObjects: {
-        SESSIONS: { className: 'SessionObject', useSQLite: true },
-        TASKS: { className: 'TaskObject', useSQLite: true },
-        RUNNERS: { className: 'RunnerHub', useSQLite: true },
-        INFERENCE_GATE: { className: 'InferenceGate', useSQLite: true },
-      },
-      r2Buckets: ['BLOBS'],
+      // The edge first: it answers every request no other Worker's route claims.
+      workers: [edgeWorker, ...extraWorkers],
       cf: false,
-      bindings: {
-        ROLLGATE_UPSTREAM_URL: 'http://127.0.0.1:8000',
-        ROLLGATE_UPSTREAM_KIND: 'vllm',
-        ROLLGATE_SERVED_MODEL: '',
-        ...options.vars,
-      },
+      ...(options.onLog
+        ? { handleStructuredLogs: ({ level, message }: { level: string; message: string }) => options.onLog?.(level, message) }
+        : {}),
       // Miniflare 4's one persistence root (`<root>/do`, `<root>/r2`, …); the v3 names
       // `durableObjectsPersist` / `r2Persist` are dropped by `convertV4MiniflareOptions`.
       resourcePersistencePath: options.persistTo,
