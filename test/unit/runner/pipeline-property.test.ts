@@ -66,12 +66,15 @@ describe('stage pipeline property', () => {
               outcomes.set(j.id, outcome)
             },
           })
+          // Runs after every step (tens of thousands of times): plain comparisons, not `expect` matchers.
           const check = () => {
-            const metrics = pipeline.metrics()
-            expect(metrics.ready_depth).toBeLessThanOrEqual(limits.readyBuffer)
-            expect(pipeline.init.inUse).toBeLessThanOrEqual(limits.maxInit)
-            expect(pipeline.run.inUse).toBeLessThanOrEqual(limits.maxRun)
-            expect(pipeline.postrun.inUse).toBeLessThanOrEqual(limits.maxPostrun)
+            const bound = (what: string, value: number, max: number) => {
+              if (value > max) throw new Error(`${what} ${value} exceeds its bound ${max}`)
+            }
+            bound('ready depth', pipeline.metrics().ready_depth, limits.readyBuffer)
+            bound('init slots', pipeline.init.inUse, limits.maxInit)
+            bound('run slots', pipeline.run.inUse, limits.maxRun)
+            bound('postrun slots', pipeline.postrun.inUse, limits.maxPostrun)
           }
           for (const [index, action] of actions.entries()) {
             if (index === shutdownAt) pipeline.shutdown()
