@@ -8,13 +8,25 @@ export interface SseFrame {
   event: string | null
   data: string | null
   comment: string | null
+  /** A bare empty line between frames (Gemini's keep-alive): dispatches nothing; re-encodes to `\n`. */
+  blank?: true
 }
 
 export function parseSseFrames(text: string): SseFrame[] {
   if (text === '') return []
-  if (!text.endsWith('\n\n')) throw new Error(`stream does not end with a blank line: ${JSON.stringify(text.slice(-40))}`)
+  if (!text.endsWith('\n')) throw new Error(`stream does not end with a line break: ${JSON.stringify(text.slice(-40))}`)
   const frames: SseFrame[] = []
-  for (const block of text.slice(0, -2).split('\n\n')) {
+  let rest = text
+  while (rest.length > 0) {
+    if (rest.startsWith('\n')) {
+      frames.push({ event: null, data: null, comment: null, blank: true })
+      rest = rest.slice(1)
+      continue
+    }
+    const end = rest.indexOf('\n\n')
+    if (end < 0) throw new Error(`stream does not end with a blank line: ${JSON.stringify(rest.slice(-40))}`)
+    const block = rest.slice(0, end)
+    rest = rest.slice(end + 2)
     const frame: SseFrame = { event: null, data: null, comment: null }
     for (const line of block.split('\n')) {
       if (line.startsWith(': ')) frame.comment = line.slice(2)
@@ -38,6 +50,7 @@ export function parseSseFrames(text: string): SseFrame[] {
 export function encodeSseFrames(frames: SseFrame[]): string {
   return frames
     .map((frame) => {
+      if (frame.blank) return '\n'
       if (frame.comment !== null) return `: ${frame.comment}\n\n`
       return `${frame.event !== null ? `event: ${frame.event}\n` : ''}data: ${frame.data}\n\n`
     })
