@@ -129,8 +129,22 @@ async function main(): Promise<number> {
   const runnerLog = join(work, 'runner.log')
   const runner = startRunner(edge.url, tap.url, work, runnerLog, options.verbose)
   let interrupted = false
+  let cleaning: Promise<void> | null = null
+  // Idempotent: the normal end and Ctrl-C / SIGTERM both end everything this script started.
+  const cleanup = () => {
+    cleaning ??= (async () => {
+      await stopRunner(runner)
+      await tap.close()
+      await edge.stop()
+      await engine.close()
+      if (!options.keep) rmSync(work, { recursive: true, force: true })
+    })()
+    return cleaning
+  }
   const onSignal = () => {
     interrupted = true
+    console.log('\ninterrupted: stopping the runner, the edge and the engine')
+    void cleanup().finally(() => process.exit(130))
   }
   process.once('SIGINT', onSignal)
   process.once('SIGTERM', onSignal)
@@ -157,13 +171,11 @@ async function main(): Promise<number> {
       printRow(result)
     }
   } finally {
-    process.off('SIGINT', onSignal)
-    process.off('SIGTERM', onSignal)
-    await stopRunner(runner)
-    await tap.close()
-    await edge.stop()
-    await engine.close()
-    if (!options.keep) rmSync(work, { recursive: true, force: true })
+    if (!interrupted) {
+      process.off('SIGINT', onSignal)
+      process.off('SIGTERM', onSignal)
+    }
+    await cleanup()
   }
 
   const failed = results.filter((r) => !passed(r))
