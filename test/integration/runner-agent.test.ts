@@ -68,8 +68,8 @@ async function task(taskId: string): Promise<TaskStatus & { sessions: { session_
   return (await res.json()) as TaskStatus & { sessions: { session_id: string; status: string }[] }
 }
 
-async function sessionInfo(sessionId: string): Promise<{ status: string; runner_id: string | null }> {
-  return (await (await admin(`/rollout/session/${sessionId}`)).json()) as { status: string; runner_id: string | null }
+async function sessionInfo(sessionId: string): Promise<{ status: string; runner_id: string | null; error: string | null }> {
+  return (await (await admin(`/rollout/session/${sessionId}`)).json()) as { status: string; runner_id: string | null; error: string | null }
 }
 
 async function completions(sessionId: string): Promise<CompletionRecordJson[]> {
@@ -174,7 +174,11 @@ describe('runner agent ↔ edge (wrangler dev)', () => {
     await submit('ra-basic', { samples: 2 })
     const done = await finished('ra-basic')
     expect(done.status).toBe('completed')
-    expect(done.results.map((result) => result.status)).toEqual(['COMPLETED', 'COMPLETED'])
+    // With the error, so a failure names its cause.
+    expect(done.results.map((result) => [result.status, result.error ?? null])).toEqual([
+      ['COMPLETED', null],
+      ['COMPLETED', null],
+    ])
     for (const result of done.results) {
       const records = await completions(result.session_id)
       expect(records.map((record) => record.stream)).toEqual([false, true])
@@ -288,7 +292,7 @@ describe('runner agent ↔ edge (wrangler dev)', () => {
       expect(proc.lines.filter((line) => line.event === 'edge.registered')).toHaveLength(2)
     }, 30_000)
     expect(proc.lines.filter((line) => line.event === 'edge.enrolled')).toHaveLength(1)
-    expect(await sessionInfo(sessionId)).toMatchObject({ status: 'RUNNING', runner_id: 'r-restart' })
+    expect(await sessionInfo(sessionId)).toMatchObject({ status: 'RUNNING', runner_id: 'r-restart', error: null })
     writeFileSync(join(sessionDir('r-restart', sessionId), 'go'), '')
     const done = await finished('ra-restart')
     expect(done.results[0]).toMatchObject({ session_id: sessionId, status: 'COMPLETED' })
