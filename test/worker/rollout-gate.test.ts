@@ -6,17 +6,7 @@
 import { SELF } from 'cloudflare:test'
 import { afterEach, describe, expect, it } from 'vitest'
 import type { CompletionRecord } from '../../src/contract/completion-record.ts'
-import {
-  ADMIN,
-  EDGE,
-  engineAnswer,
-  eventually,
-  sessionToken,
-  submit,
-  TestRunner,
-  type TunnelCall,
-  taskBody,
-} from './rollout-support.ts'
+import { ADMIN, EDGE, engineAnswer, eventually, sessionToken, submit, TestRunner, type TunnelCall, taskBody } from './rollout-support.ts'
 
 async function chat(sessionId: string, content: string, signal?: AbortSignal, stream = false) {
   return SELF.fetch(`${EDGE}/v1/chat/completions`, {
