@@ -26,6 +26,7 @@ export const r7TunnelLoad: Scenario = {
       p50_ms: 0,
       p99_ms: 0,
       calls_per_s: 0,
+      submit_ms: 0,
       rss_start: { edge_mb: 0, chaos_mb: 0 },
       rss_end: { edge_mb: 0, chaos_mb: 0 },
     }
@@ -45,7 +46,10 @@ export const r7TunnelLoad: Scenario = {
         runners.push(runner)
       }
       row.rss_start = stack.rss()
+      const submitStarted = Date.now()
+      // The submit registers and enqueues every session before it answers: minutes for hundreds on a loaded box.
       const submit = await stack.admin('/rollout/task/submit', {
+        signal: AbortSignal.timeout(600_000),
         method: 'POST',
         body: JSON.stringify({
           task_id: 'r7',
@@ -58,6 +62,8 @@ export const r7TunnelLoad: Scenario = {
         }),
       })
       if (submit.status !== 200) throw new Error(`submit: ${submit.status} ${await submit.text()}`)
+      row.submit_ms = Date.now() - submitStarted
+      log(`submit of ${sessionsWanted} samples answered in ${row.submit_ms} ms`)
       const sessions = await until(
         async () => {
           for (const runner of runners) {
