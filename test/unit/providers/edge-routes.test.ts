@@ -253,7 +253,8 @@ describe('the proxy pipeline with the new adapters', () => {
       '/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse',
       post({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }, { 'x-goog-api-key': token }),
     )
-    const frames = jsonEvents(parseSseFrames(gemini.text.replace(/^\n+/, ''))) // Gemini keep-alives are bare empty lines as { candidates: { finishReason?: string }[] }[]
+    // Gemini keep-alives are bare empty lines before the frames.
+    const frames = jsonEvents(parseSseFrames(gemini.text.replace(/^\n+/, ''))) as { candidates: { finishReason?: string }[] }[]
     expect(frames.at(-1)?.candidates[0]?.finishReason).toBe('STOP')
     expect(recorded.map((input) => input.api)).toEqual(['openai-responses', 'google'])
     expect(engineCalls.map((entry) => entry.url)).toEqual([
