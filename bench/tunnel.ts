@@ -7,7 +7,10 @@
  * The engine is the canned vLLM-shaped stub (`bench/lib/stub-upstream.ts`) in its own process; the
  * runner is the scripted runner client (`test/support/runner-client.ts`) in this process.
  *
- * Every loop is bounded in count and time. Last line: one JSON object with every figure.
+ * Every loop is bounded in count and time. Last line: one JSON object with every figure, and
+ * `targets` (issue #10, item 3): the tunnel adds ≤ 1.5 ms p50 over the direct edge call at 2 KB and
+ * ≤ 3 ms at 54 KB (concurrency 1), and tunnelled throughput is ≥ 0.8× direct (concurrency 32), each
+ * with its measured value and whether it is met.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -92,6 +95,30 @@ function median(results: LoadResult[]): LoadResult {
 }
 
 const round3 = (n: number) => Math.round(n * 1000) / 1000
+
+interface Target {
+  value: number | null
+  limit: number
+  /** `max`: the value must stay at or below the limit; `min`: at or above. */
+  kind: 'max' | 'min'
+  met: boolean | null
+}
+
+function target(value: number | undefined, limit: number, kind: 'max' | 'min'): Target {
+  if (value === undefined || !Number.isFinite(value)) return { value: null, limit, kind, met: null }
+  return { value, limit, kind, met: kind === 'max' ? value <= limit : value >= limit }
+}
+
+/** The item's targets from the per-size figures (null when a size or concurrency was not run). */
+function targets(figures: Record<string, unknown>): Record<string, Target> {
+  const at = (key: string, field: string) => (figures[key] as Record<string, number> | undefined)?.[field]
+  const ratios = ['2KB_c32', '54KB_c32'].map((key) => at(key, 'tunnel_throughput_ratio')).filter((n) => n !== undefined)
+  return {
+    added_p50_ms_2KB: target(at('2KB_c1', 'tunnel_added_p50_ms'), 1.5, 'max'),
+    added_p50_ms_54KB: target(at('54KB_c1', 'tunnel_added_p50_ms'), 3, 'max'),
+    throughput_ratio_c32: target(ratios.length ? Math.min(...ratios) : undefined, 0.8, 'min'),
+  }
+}
 const stub = await startStub()
 const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-bench-tunnel-'))
 const vars = {
@@ -167,6 +194,12 @@ try {
       )
     }
   }
+  figures.targets = targets(figures)
+  console.log(
+    `targets: ${Object.entries(figures.targets as Record<string, Target>)
+      .map(([name, t]) => `${name} ${t.value} (${t.kind} ${t.limit}) ${t.met === null ? 'not run' : t.met ? 'met' : 'MISSED'}`)
+      .join(' | ')}`,
+  )
   figures.tunnel_requests_served_by_runner = runner.stats.tunnelRequests
   const status = (await (await admin(edge.url, '/rollout/status')).json()) as { nodes: { nodes: { node_id: string; healthy: boolean }[] } }
   figures.runner_healthy_at_end = status.nodes.nodes.find((node) => node.node_id === 'bench-runner')?.healthy ?? false

@@ -8,7 +8,7 @@ import { rewriteAdminPath } from './auth/admin-path.ts'
 
 export { SessionObject } from '../durable/session/index.ts'
 export { TaskObject } from '../durable/task/index.ts'
-export { RunnerHub } from '../durable/runner/index.ts'
+export { RunnerHub, RunnerLink } from '../durable/runner/index.ts'
 export { InferenceGate } from '../durable/gate/index.ts'
 
 export default {

@@ -1,54 +1,34 @@
 /**
  * @module
- * The runner hub Durable Object (one per deployment): runners' WebSockets (hibernation API), the
- * dispatch table, the inference tunnel and the event stream. A thin shell: registry and dispatch
- * logic live in `HubCoordinator` / `RunnerRegistry`, the tunnel in `TunnelRequests`, events in
- * `EventBus`.
+ * The runner hub Durable Object (one per deployment): the runner registry, the dispatch table, runner
+ * credentials and the event stream. A thin shell: registry and dispatch logic live in
+ * `HubCoordinator` / `RunnerRegistry`, events in `EventBus`. Runners' sockets and the inference tunnel
+ * are not here: each runner has its own `RunnerLink` (`runner-link.ts`), which forwards the runner's
+ * control messages by RPC (`linkMessage`, `linkClosed`) and receives the hub's through `LinkOutbox`.
  *
- * Internal routes (reached through `stub.fetch` from the Worker, which authenticates first):
- * `GET /connect?runner_id=` (WebSocket upgrade), `ANY /tunnel/<runner_id>/<engine path>`, `GET /events`.
+ * Internal route (reached through `stub.fetch` from the Worker, which authenticates first): `GET /events`.
  *
- * Runner identity (`runner-credentials.ts`): the Worker checks the shared runner token; this object
- * checks the per-runner secret before accepting a socket or touching a live one. An enrolled id
- * without the right secret → 401 (the live connection stays); an id connected but not enrolled yet →
- * 409; an id with no credential → accepted, and its registration mints the secret.
+ * Runner identity (`runner-credentials.ts`): the link asks `checkCredential` before accepting a socket.
  */
 import { logError } from '../../contract/log.ts'
 import { DurableObject } from 'cloudflare:workers'
 import type { RolloutEvent, RolloutStatus } from '../../contract/rollout.ts'
-import {
-  type EdgeMessage,
-  RUNNER_CLOSE,
-  RUNNER_SECRET_HEADER,
-  type RunnerMessage,
-  runnerMessageSchema,
-} from '../../contract/runner-protocol.ts'
+import type { EdgeMessage, RunnerMessage } from '../../contract/runner-protocol.ts'
 import type { TaskStatusValue } from '../../contract/trajectory.ts'
-import { exceedsJsonDepth, jsonDepthMessage } from '../../normalize/json-depth.ts'
 import { createSessionToken } from '../../contract/session-token.ts'
 import { Sql } from '../session/sql.ts'
 import type { DispatchTicket } from './dispatch-types.ts'
 import { DEFAULT_STREAM_MS, EventBus, MAX_STREAM_MS } from './event-bus.ts'
 import { EventLog } from './event-log.ts'
 import { HEALTH_FACTOR, HubCoordinator, type SessionHubPort } from './hub-coordinator.ts'
-import { RunnerCredentials } from './runner-credentials.ts'
+import { LinkOutbox, type LinkPort } from './link-outbox.ts'
+import { type CredentialCheck, RunnerCredentials } from './runner-credentials.ts'
 import { RunnerRegistry } from './runner-registry.ts'
-import { TUNNEL_TIMEOUT_HEADER, TunnelRequests } from './tunnel.ts'
 
 /** Polar's default heartbeat is 30 s; runners here are expected to be chattier. */
 export const DEFAULT_RUNNER_HEARTBEAT_MS = 10_000
-/** Default deadline of a tunnelled request (Polar's inference read timeout). */
-export const DEFAULT_TUNNEL_TIMEOUT_MS = 900_000
 /** A rollout session token outlives its session budget by this much (seconds). */
 const ROLLOUT_TOKEN_MARGIN_S = 600
-const RUNNER_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/
-
-interface Attachment {
-  runner_id: string
-  registered: boolean
-  /** Accepted without a secret (the id had none): the registration mints one. */
-  enrolling?: boolean
-}
 
 export interface RunnerHubRpc {
   enqueue(ticket: DispatchTicket): Promise<{ queued: boolean }>
@@ -59,6 +39,14 @@ export interface RunnerHubRpc {
   drain(runnerId: string): Promise<boolean>
   forgetCredential(runnerId: string): Promise<boolean>
   fetch(request: Request): Promise<Response>
+}
+
+/** What a runner's `RunnerLink` calls. */
+export interface RunnerHubLinkRpc {
+  checkCredential(runnerId: string, secret: string | null): Promise<CredentialCheck>
+  linkMessage(runnerId: string, message: RunnerMessage, registered: boolean, enrolling: boolean): Promise<{ registered: boolean }>
+  linkClosed(runnerId: string, registered: boolean, final: boolean, reason: string): Promise<void>
+  linkDown(runnerId: string): Promise<void>
 }
 
 function positiveInt(value: string | undefined, fallback: number): number {
@@ -74,17 +62,22 @@ export class RunnerHub extends DurableObject<Env> {
   readonly #coordinator: HubCoordinator
   readonly #credentials: RunnerCredentials
   readonly #bus: EventBus
-  readonly #tunnel: TunnelRequests
-  /** Control messages of one runner are handled in order (tunnel frames bypass this). */
-  readonly #chains = new Map<string, Promise<void>>()
+  readonly #outbox: LinkOutbox
+  readonly #registry: RunnerRegistry
+  /**
+   * Runners whose socket just ended, before their link's ordered close (`linkClosed`) got here: no
+   * dispatch to them meanwhile. In memory only: after a restart the registry alone decides.
+   */
+  readonly #down = new Set<string>()
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
     const heartbeatIntervalMs = positiveInt(env.ROLLGATE_RUNNER_HEARTBEAT_MS, DEFAULT_RUNNER_HEARTBEAT_MS)
     const signingKey = env.ROLLGATE_SIGNING_KEY || env.ROLLGATE_ADMIN_TOKEN || ''
-    this.#tunnel = new TunnelRequests((runnerId, message) => this.#send(runnerId, message))
+    this.#outbox = new LinkOutbox((runnerId) => env.RUNNER_LINKS.get(env.RUNNER_LINKS.idFromName(runnerId)) as unknown as LinkPort)
     const sql = new Sql(ctx.storage.sql)
     const registry = new RunnerRegistry(sql)
+    this.#registry = registry
     this.#bus = new EventBus({ store: new EventLog(sql) })
     this.#credentials = new RunnerCredentials(sql)
     this.#coordinator = new HubCoordinator({
@@ -93,8 +86,10 @@ export class RunnerHub extends DurableObject<Env> {
       bus: this.#bus,
       session: (sessionId) => env.SESSIONS.get(env.SESSIONS.idFromName(sessionId)) as unknown as SessionHubPort,
       send: (runnerId, message) => this.#send(runnerId, message),
-      close: (runnerId, code, reason) => this.#close(runnerId, code, reason),
-      connected: (runnerId) => this.#sockets(runnerId).length > 0,
+      close: (runnerId, code, reason) => this.#outbox.post(runnerId, { close: { code, reason } }),
+      // The sockets live in the runners' links and survive this object's restarts (hibernation): the
+      // registry's row (set by a registration, cleared by the link's close) is the truth.
+      connected: (runnerId) => this.#connected(runnerId),
       // A rollout token lives as long as its session may (the session budget, plus a margin), and is refused once it ended.
       sessionToken: (sessionId, timeoutSeconds) =>
         createSessionToken(sessionId, signingKey, { expiresAt: Date.now() + (timeoutSeconds + ROLLOUT_TOKEN_MARGIN_S) * 1000 }),
@@ -140,6 +135,31 @@ export class RunnerHub extends DurableObject<Env> {
     return this.#credentials.forget(runnerId)
   }
 
+  // --- RPC (from runners' links) ---
+
+  /** Before a link accepts a socket: is `secret` this runner's (`none`: the id has no credential yet)? */
+  checkCredential(runnerId: string, secret: string | null): Promise<CredentialCheck> {
+    return this.#credentials.check(runnerId, secret)
+  }
+
+  /** One control message of a runner's connection, in the order its link received them. */
+  linkMessage(runnerId: string, message: RunnerMessage, registered: boolean, enrolling: boolean): Promise<{ registered: boolean }> {
+    if (message.type === 'register') this.#down.delete(runnerId)
+    return this.#coordinator.onMessage(runnerId, message, registered, enrolling)
+  }
+
+  /** Sent by a link the moment its socket ends, ahead of its queued messages: stop dispatching there. */
+  linkDown(runnerId: string): void {
+    this.#down.add(runnerId)
+  }
+
+  /** The runner's socket ended (`registered`: it had registered); `final`: the runner said goodbye. */
+  async linkClosed(runnerId: string, registered: boolean, final: boolean, reason: string): Promise<void> {
+    if (!registered) return
+    await this.#coordinator.onDisconnect(runnerId, final, reason)
+    this.#down.delete(runnerId)
+  }
+
   async alarm(): Promise<void> {
     await this.#coordinator.alarm()
   }
@@ -148,60 +168,8 @@ export class RunnerHub extends DurableObject<Env> {
 
   async fetch(request: Request): Promise<Response> {
     const url = new URL(request.url)
-    if (url.pathname === '/connect') return this.#connect(request, url)
-    if (url.pathname.startsWith('/tunnel/')) return this.#tunnelRequest(request, url)
     if (url.pathname === '/events') return this.#events(request, url)
     return jsonError(404, `no hub route ${url.pathname}`)
-  }
-
-  async #connect(request: Request, url: URL): Promise<Response> {
-    if (request.headers.get('upgrade')?.toLowerCase() !== 'websocket') return jsonError(426, 'expected a WebSocket upgrade')
-    const runnerId = url.searchParams.get('runner_id') ?? ''
-    if (!RUNNER_ID.test(runnerId)) return jsonError(400, 'runner_id must match ^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$')
-    // Identity first: nothing below (closing a live socket) may happen for a caller that is not this runner.
-    const verdict = await this.#credentials.check(runnerId, request.headers.get(RUNNER_SECRET_HEADER))
-    if (verdict === 'invalid') {
-      return jsonError(401, `runner ${runnerId} is enrolled: send its per-runner secret in the ${RUNNER_SECRET_HEADER} header`)
-    }
-    const live = this.#sockets(runnerId)
-    if (verdict === 'none' && live.length) {
-      return jsonError(409, `runner ${runnerId} is connected but not enrolled yet: retry once that connection has registered or closed`)
-    }
-    // A new connection replaces an old one of the same runner (reconnect after a network blip).
-    for (const old of live) {
-      try {
-        old.close(RUNNER_CLOSE.replaced, 'replaced by a new connection')
-      } catch {
-        // already closing
-      }
-    }
-    const pair = new WebSocketPair()
-    const [client, server] = [pair[0], pair[1]]
-    this.ctx.acceptWebSocket(server, [runnerId])
-    server.serializeAttachment({ runner_id: runnerId, registered: false, enrolling: verdict === 'none' } satisfies Attachment)
-    return new Response(null, { status: 101, webSocket: client })
-  }
-
-  async #tunnelRequest(request: Request, url: URL): Promise<Response> {
-    const rest = url.pathname.slice('/tunnel/'.length)
-    const slash = rest.indexOf('/')
-    if (slash <= 0) return jsonError(400, 'expected /tunnel/<runner_id>/<path>')
-    const runnerId = decodeURIComponent(rest.slice(0, slash))
-    const timeoutMs = positiveInt(request.headers.get(TUNNEL_TIMEOUT_HEADER) ?? undefined, DEFAULT_TUNNEL_TIMEOUT_MS)
-    const body = request.method === 'GET' || request.method === 'HEAD' ? '' : await request.text()
-    try {
-      return await this.#tunnel.open(runnerId, {
-        method: request.method,
-        path: `${rest.slice(slash)}${url.search}`,
-        headers: request.headers,
-        body,
-        timeoutMs,
-        signal: request.signal,
-      })
-    } catch (error) {
-      const message = (error as Error).message
-      return jsonError(/within \d+ ms/.test(message) ? 504 : 502, message)
-    }
   }
 
   #events(request: Request, url: URL): Response {
@@ -217,111 +185,13 @@ export class RunnerHub extends DurableObject<Env> {
     })
   }
 
-  // --- WebSocket (hibernation API) ---
-
-  async webSocketMessage(ws: WebSocket, data: string | ArrayBuffer): Promise<void> {
-    const attachment = ws.deserializeAttachment() as Attachment | null
-    if (!attachment) return
-    const runnerId = attachment.runner_id
-    let message: RunnerMessage
-    try {
-      if (typeof data !== 'string') throw new Error('binary frames are not part of protocol v1')
-      const raw: unknown = JSON.parse(data)
-      if (exceedsJsonDepth(raw)) throw new Error(jsonDepthMessage())
-      const parsed = runnerMessageSchema.safeParse(raw)
-      if (!parsed.success)
-        throw new Error(
-          `invalid message: ${parsed.error.issues[0]?.message ?? 'unknown'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`,
-        )
-      message = parsed.data
-    } catch (error) {
-      this.#sendTo(ws, { type: 'error', message: (error as Error).message })
-      return
-    }
-    if (message.type === 'tunnel.head' || message.type === 'tunnel.chunk' || message.type === 'tunnel.error') {
-      this.#tunnel.onMessage(runnerId, message)
-      return
-    }
-    await this.#inOrder(runnerId, `message ${message.type}`, async () => {
-      const current = (ws.deserializeAttachment() as Attachment | null) ?? attachment
-      const enrolling = current.enrolling === true
-      const { registered } = await this.#coordinator.onMessage(runnerId, message, current.registered, enrolling)
-      // A registration that enrolled the id consumed the enrolment (the secret was minted and sent once).
-      const stillEnrolling = enrolling && !(message.type === 'register' && registered)
-      if (registered !== current.registered || stillEnrolling !== enrolling) {
-        try {
-          ws.serializeAttachment({ runner_id: runnerId, registered, enrolling: stillEnrolling } satisfies Attachment)
-        } catch {
-          // socket closed meanwhile
-        }
-      }
-    })
-  }
-
-  /** Run `work` after everything already queued for this runner (messages, then its disconnect). */
-  async #inOrder(runnerId: string, label: string, work: () => Promise<void>): Promise<void> {
-    const previous = this.#chains.get(runnerId) ?? Promise.resolve()
-    const settled = previous.then(work).catch((error) => logError('runner hub:', runnerId, label, error))
-    this.#chains.set(runnerId, settled)
-    await settled
-    if (this.#chains.get(runnerId) === settled) this.#chains.delete(runnerId)
-  }
-
-  async webSocketClose(ws: WebSocket, code: number, reason: string, _wasClean: boolean): Promise<void> {
-    // 1005 / 1006 are not valid codes to send back (workerd throws); answer with 1000.
-    try {
-      ws.close(code === 1005 || code === 1006 ? RUNNER_CLOSE.normal : code, 'closed')
-    } catch {
-      // already closed
-    }
-    await this.#disconnected(ws, code, reason)
-  }
-
-  async webSocketError(ws: WebSocket, error: unknown): Promise<void> {
-    await this.#disconnected(ws, 1006, `socket error: ${String(error)}`)
-  }
-
-  async #disconnected(ws: WebSocket, code: number, reason: string): Promise<void> {
-    const attachment = ws.deserializeAttachment() as Attachment | null
-    if (!attachment) return
-    const runnerId = attachment.runner_id
-    // Replaced by a newer connection: that one carries on.
-    if (this.#sockets(runnerId).some((other) => other !== ws)) return
-    this.#tunnel.failRunner(runnerId, `socket closed (${code})`)
-    // A runner that says goodbye (1000 "shutdown" / "drained") is gone for good; anything else may reconnect.
-    const final = code === RUNNER_CLOSE.normal && (reason === 'shutdown' || reason === 'drained')
-    await this.#inOrder(runnerId, 'disconnect', async () => {
-      const current = (ws.deserializeAttachment() as Attachment | null) ?? attachment
-      if (!current.registered) return
-      await this.#coordinator.onDisconnect(runnerId, final, final ? `runner closed (${reason})` : `connection lost (${code})`)
-    })
-  }
-
-  #sockets(runnerId: string): WebSocket[] {
-    return this.ctx.getWebSockets(runnerId).filter((ws) => ws.readyState === WebSocket.OPEN)
-  }
-
+  /** Queue a message for a runner's link; true when the runner is connected (as far as the registry knows). */
   #send(runnerId: string, message: EdgeMessage): boolean {
-    const ws = this.#sockets(runnerId)[0]
-    return ws ? this.#sendTo(ws, message) : false
+    this.#outbox.post(runnerId, { message })
+    return this.#connected(runnerId)
   }
 
-  #sendTo(ws: WebSocket, message: EdgeMessage): boolean {
-    try {
-      ws.send(JSON.stringify(message))
-      return true
-    } catch {
-      return false
-    }
-  }
-
-  #close(runnerId: string, code: number, reason: string): void {
-    for (const ws of this.#sockets(runnerId)) {
-      try {
-        ws.close(code, reason)
-      } catch {
-        // already closed
-      }
-    }
+  #connected(runnerId: string): boolean {
+    return !this.#down.has(runnerId) && this.#registry.runner(runnerId)?.connected === true
   }
 }

@@ -12,7 +12,7 @@ import { chunkText, type EdgeMessage, type RunnerMessage } from '../../contract/
 
 /** Header the Worker sets to bound a tunnelled request (milliseconds). */
 export const TUNNEL_TIMEOUT_HEADER = 'x-rollgate-timeout-ms'
-/** Upper bound on concurrent tunnelled requests per hub (each holds a stream and a timer). */
+/** Upper bound on concurrent tunnelled requests per runner link (each holds a stream and a timer). */
 export const MAX_PENDING_REQUESTS = 4_096
 /** Headers that describe the hop, not the request; never forwarded. */
 const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'cf-connecting-ip'])

@@ -5,6 +5,7 @@
 import type { InferenceGateRpc } from '../../durable/gate/inference-gate.ts'
 import { INFERENCE_GATE_NAME, RUNNER_HUB_NAME } from '../../durable/runner/names.ts'
 import type { RunnerHubRpc } from '../../durable/runner/runner-hub.ts'
+import type { RunnerLinkRpc } from '../../durable/runner/runner-link.ts'
 import type { SessionRolloutRpc } from '../../durable/session/session-rollout.ts'
 import type { TaskRpc } from '../../durable/task/task-object.ts'
 
@@ -14,6 +15,11 @@ export function taskStub(env: Env, taskId: string): TaskRpc {
 
 export function hubStub(env: Env): RunnerHubRpc {
   return env.RUNNERS.get(env.RUNNERS.idFromName(RUNNER_HUB_NAME)) as unknown as RunnerHubRpc
+}
+
+/** A runner's own link object (its socket and inference tunnel). */
+export function linkStub(env: Env, runnerId: string): RunnerLinkRpc {
+  return env.RUNNER_LINKS.get(env.RUNNER_LINKS.idFromName(runnerId)) as unknown as RunnerLinkRpc
 }
 
 export function gateStub(env: Env): InferenceGateRpc {

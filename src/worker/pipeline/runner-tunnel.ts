@@ -1,22 +1,23 @@
 /**
  * @module
- * A `fetch`-compatible function that sends the upstream request through the runner hub to one
- * runner's local engine (`src/durable/runner/tunnel.ts` frames it over the runner's WebSocket).
+ * A `fetch`-compatible function that sends the upstream request to one runner's local engine
+ * through that runner's own `RunnerLink` object (`src/durable/runner/tunnel.ts` frames it over the
+ * runner's WebSocket); the runner hub is not on this path.
  * `callUpstream` uses it unchanged: same body, same abort signal (client gone, timeout), same
  * response handling. The URL's path and query are kept; its origin (`runner://<id>`) only names the runner.
  */
 import { TUNNEL_TIMEOUT_HEADER } from '../../durable/runner/tunnel.ts'
-import { hubStub } from './rollout-stubs.ts'
+import { linkStub } from './rollout-stubs.ts'
 
 export function runnerTunnelFetch(env: Env, runnerId: string, timeoutMs: number): typeof fetch {
-  const hub = hubStub(env)
+  const link = linkStub(env, runnerId)
   return async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
     const source = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url
     const url = new URL(source)
     const headers = new Headers(init?.headers)
     headers.set(TUNNEL_TIMEOUT_HEADER, String(timeoutMs))
-    const target = `https://runner-hub/tunnel/${encodeURIComponent(runnerId)}${url.pathname}${url.search}`
-    return hub.fetch(
+    const target = `https://runner-link/tunnel/${encodeURIComponent(runnerId)}${url.pathname}${url.search}`
+    return link.fetch(
       new Request(target, {
         method: init?.method ?? 'GET',
         headers,

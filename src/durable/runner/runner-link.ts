@@ -1,0 +1,268 @@
+/**
+ * @module
+ * One runner's link Durable Object (one per runner id, named by it): the runner's WebSocket
+ * (hibernation API) and the inference tunnel over it. Tunnelled calls come straight from the Worker
+ * to this object, so inference traffic of different runners never shares an object; the runner hub
+ * keeps only the registry, dispatch and events. A thin shell over `TunnelRequests` and the hub's RPC.
+ *
+ * Control messages (register, heartbeat, ack, status, finished, drain) are forwarded to the hub in
+ * order (`RunnerHub.linkMessage`), and so is the socket's end (`linkClosed`); the hub's messages to the
+ * runner (registered, assign, cancel, drained, closes) come back through `deliver`. Tunnel frames never
+ * leave this object.
+ *
+ * Internal routes (reached through `stub.fetch` from the Worker, which checks the shared runner token
+ * first): `GET /connect?runner_id=` (WebSocket upgrade) and `ANY /tunnel/<runner_id>/<engine path>`.
+ * Runner identity (`runner-credentials.ts`, kept by the hub): the per-runner secret is checked before a
+ * socket is accepted or a live one touched. Enrolled id without the right secret → 401 (the live
+ * connection stays); connected but not enrolled yet → 409; no credential → accepted, and its
+ * registration mints the secret.
+ */
+import { DurableObject } from 'cloudflare:workers'
+import { logError } from '../../contract/log.ts'
+import {
+  type EdgeMessage,
+  RUNNER_CLOSE,
+  RUNNER_SECRET_HEADER,
+  type RunnerMessage,
+  runnerMessageSchema,
+} from '../../contract/runner-protocol.ts'
+import { exceedsJsonDepth, jsonDepthMessage } from '../../normalize/json-depth.ts'
+import type { LinkDelivery } from './link-outbox.ts'
+import { RUNNER_HUB_NAME, RUNNER_ID, RUNNER_ID_MESSAGE } from './names.ts'
+import type { RunnerHubLinkRpc } from './runner-hub.ts'
+import { TUNNEL_TIMEOUT_HEADER, TunnelRequests } from './tunnel.ts'
+
+/** Default deadline of a tunnelled request (Polar's inference read timeout). */
+export const DEFAULT_TUNNEL_TIMEOUT_MS = 900_000
+
+interface Attachment {
+  runner_id: string
+  registered: boolean
+  /** Accepted without a secret (the id had none): the registration mints one. */
+  enrolling?: boolean
+}
+
+/** What one link served (the 8-runner test checks no link serves two runners). */
+export interface LinkStats {
+  object_id: string
+  /** Runner ids whose tunnelled calls this object carried, with their counts. */
+  tunnelled: Record<string, number>
+}
+
+export interface RunnerLinkRpc {
+  deliver(items: LinkDelivery[]): Promise<boolean>
+  stats(): Promise<LinkStats>
+  fetch(request: Request): Promise<Response>
+}
+
+function positiveInt(value: string | undefined | null, fallback: number): number {
+  const parsed = value ? Number(value) : Number.NaN
+  return Number.isInteger(parsed) && parsed > 0 ? parsed : fallback
+}
+
+function jsonError(status: number, message: string): Response {
+  return Response.json({ error: { message, type: 'runner_hub_error', code: status } }, { status })
+}
+
+export class RunnerLink extends DurableObject<Env> {
+  readonly #tunnel: TunnelRequests
+  readonly #tunnelled = new Map<string, number>()
+  /** Control messages and the disconnect reach the hub in order (tunnel frames bypass this). */
+  #chain: Promise<void> = Promise.resolve()
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env)
+    this.#tunnel = new TunnelRequests((runnerId, message) => this.#send(runnerId, message))
+  }
+
+  #hub(): RunnerHubLinkRpc {
+    return this.env.RUNNERS.get(this.env.RUNNERS.idFromName(RUNNER_HUB_NAME)) as unknown as RunnerHubLinkRpc
+  }
+
+  // --- RPC (from the hub) ---
+
+  /** The hub's messages and closes for this runner, in order; false when no socket is open. */
+  deliver(items: LinkDelivery[]): boolean {
+    let delivered = true
+    for (const item of items) {
+      if ('message' in item) {
+        const ws = this.#sockets()[0]
+        delivered = ws ? this.#sendTo(ws, item.message) && delivered : false
+      } else {
+        for (const ws of this.#sockets()) {
+          try {
+            ws.close(item.close.code, item.close.reason)
+          } catch {
+            // already closing
+          }
+        }
+      }
+    }
+    return delivered
+  }
+
+  stats(): LinkStats {
+    return { object_id: this.ctx.id.toString(), tunnelled: Object.fromEntries(this.#tunnelled) }
+  }
+
+  // --- HTTP (from the Worker) ---
+
+  async fetch(request: Request): Promise<Response> {
+    const url = new URL(request.url)
+    if (url.pathname === '/connect') return this.#connect(request, url)
+    if (url.pathname.startsWith('/tunnel/')) return this.#tunnelRequest(request, url)
+    return jsonError(404, `no runner link route ${url.pathname}`)
+  }
+
+  async #connect(request: Request, url: URL): Promise<Response> {
+    if (request.headers.get('upgrade')?.toLowerCase() !== 'websocket') return jsonError(426, 'expected a WebSocket upgrade')
+    const runnerId = url.searchParams.get('runner_id') ?? ''
+    if (!RUNNER_ID.test(runnerId)) return jsonError(400, RUNNER_ID_MESSAGE)
+    // Identity first: nothing below (closing a live socket) may happen for a caller that is not this runner.
+    const verdict = await this.#hub().checkCredential(runnerId, request.headers.get(RUNNER_SECRET_HEADER))
+    if (verdict === 'invalid') {
+      return jsonError(401, `runner ${runnerId} is enrolled: send its per-runner secret in the ${RUNNER_SECRET_HEADER} header`)
+    }
+    const live = this.#sockets()
+    if (verdict === 'none' && live.length) {
+      return jsonError(409, `runner ${runnerId} is connected but not enrolled yet: retry once that connection has registered or closed`)
+    }
+    // A new connection replaces an old one of the same runner (reconnect after a network blip).
+    for (const old of live) {
+      try {
+        old.close(RUNNER_CLOSE.replaced, 'replaced by a new connection')
+      } catch {
+        // already closing
+      }
+    }
+    const pair = new WebSocketPair()
+    const [client, server] = [pair[0], pair[1]]
+    this.ctx.acceptWebSocket(server, [runnerId])
+    server.serializeAttachment({ runner_id: runnerId, registered: false, enrolling: verdict === 'none' } satisfies Attachment)
+    return new Response(null, { status: 101, webSocket: client })
+  }
+
+  async #tunnelRequest(request: Request, url: URL): Promise<Response> {
+    const rest = url.pathname.slice('/tunnel/'.length)
+    const slash = rest.indexOf('/')
+    if (slash <= 0) return jsonError(400, 'expected /tunnel/<runner_id>/<path>')
+    const runnerId = decodeURIComponent(rest.slice(0, slash))
+    const timeoutMs = positiveInt(request.headers.get(TUNNEL_TIMEOUT_HEADER), DEFAULT_TUNNEL_TIMEOUT_MS)
+    const body = request.method === 'GET' || request.method === 'HEAD' ? '' : await request.text()
+    this.#tunnelled.set(runnerId, (this.#tunnelled.get(runnerId) ?? 0) + 1)
+    try {
+      return await this.#tunnel.open(runnerId, {
+        method: request.method,
+        path: `${rest.slice(slash)}${url.search}`,
+        headers: request.headers,
+        body,
+        timeoutMs,
+        signal: request.signal,
+      })
+    } catch (error) {
+      const message = (error as Error).message
+      return jsonError(/within \d+ ms/.test(message) ? 504 : 502, message)
+    }
+  }
+
+  // --- WebSocket (hibernation API) ---
+
+  async webSocketMessage(ws: WebSocket, data: string | ArrayBuffer): Promise<void> {
+    const attachment = ws.deserializeAttachment() as Attachment | null
+    if (!attachment) return
+    const runnerId = attachment.runner_id
+    let message: RunnerMessage
+    try {
+      if (typeof data !== 'string') throw new Error('binary frames are not part of protocol v1')
+      const raw: unknown = JSON.parse(data)
+      if (exceedsJsonDepth(raw)) throw new Error(jsonDepthMessage())
+      const parsed = runnerMessageSchema.safeParse(raw)
+      if (!parsed.success)
+        throw new Error(
+          `invalid message: ${parsed.error.issues[0]?.message ?? 'unknown'} at ${parsed.error.issues[0]?.path.join('.') ?? ''}`,
+        )
+      message = parsed.data
+    } catch (error) {
+      this.#sendTo(ws, { type: 'error', message: (error as Error).message })
+      return
+    }
+    if (message.type === 'tunnel.head' || message.type === 'tunnel.chunk' || message.type === 'tunnel.error') {
+      this.#tunnel.onMessage(runnerId, message)
+      return
+    }
+    await this.#inOrder(runnerId, `message ${message.type}`, async () => {
+      const current = (ws.deserializeAttachment() as Attachment | null) ?? attachment
+      const enrolling = current.enrolling === true
+      const { registered } = await this.#hub().linkMessage(runnerId, message, current.registered, enrolling)
+      // A registration that enrolled the id consumed the enrolment (the secret was minted and sent once).
+      const stillEnrolling = enrolling && !(message.type === 'register' && registered)
+      if (registered !== current.registered || stillEnrolling !== enrolling) {
+        try {
+          ws.serializeAttachment({ runner_id: runnerId, registered, enrolling: stillEnrolling } satisfies Attachment)
+        } catch {
+          // socket closed meanwhile
+        }
+      }
+    })
+  }
+
+  /** Run `work` after everything already queued for the hub (messages, then the disconnect). */
+  async #inOrder(runnerId: string, label: string, work: () => Promise<void>): Promise<void> {
+    const settled = this.#chain.then(work).catch((error) => logError('runner link:', runnerId, label, error))
+    this.#chain = settled
+    await settled
+  }
+
+  async webSocketClose(ws: WebSocket, code: number, reason: string, _wasClean: boolean): Promise<void> {
+    // 1005 / 1006 are not valid codes to send back (workerd throws); answer with 1000.
+    try {
+      ws.close(code === 1005 || code === 1006 ? RUNNER_CLOSE.normal : code, 'closed')
+    } catch {
+      // already closed
+    }
+    await this.#disconnected(ws, code, reason)
+  }
+
+  async webSocketError(ws: WebSocket, error: unknown): Promise<void> {
+    await this.#disconnected(ws, 1006, `socket error: ${String(error)}`)
+  }
+
+  async #disconnected(ws: WebSocket, code: number, reason: string): Promise<void> {
+    const attachment = ws.deserializeAttachment() as Attachment | null
+    if (!attachment) return
+    const runnerId = attachment.runner_id
+    // Replaced by a newer connection: that one carries on.
+    if (this.#sockets().some((other) => other !== ws)) return
+    this.#tunnel.failRunner(runnerId, `socket closed (${code})`)
+    // At once (the ordered close below waits behind the runner's queued messages): no new work meanwhile.
+    if (attachment.registered)
+      void this.#hub()
+        .linkDown(runnerId)
+        .catch((error) => logError('runner link:', runnerId, 'down', error))
+    // A runner that says goodbye (1000 "shutdown" / "drained") is gone for good; anything else may reconnect.
+    const final = code === RUNNER_CLOSE.normal && (reason === 'shutdown' || reason === 'drained')
+    await this.#inOrder(runnerId, 'disconnect', async () => {
+      const current = (ws.deserializeAttachment() as Attachment | null) ?? attachment
+      await this.#hub().linkClosed(runnerId, current.registered, final, final ? `runner closed (${reason})` : `connection lost (${code})`)
+    })
+  }
+
+  #sockets(): WebSocket[] {
+    return this.ctx.getWebSockets().filter((ws) => ws.readyState === WebSocket.OPEN)
+  }
+
+  #send(runnerId: string, message: EdgeMessage): boolean {
+    const ws = this.#sockets()[0]
+    if (!ws || (ws.deserializeAttachment() as Attachment | null)?.runner_id !== runnerId) return false
+    return this.#sendTo(ws, message)
+  }
+
+  #sendTo(ws: WebSocket, message: EdgeMessage): boolean {
+    try {
+      ws.send(JSON.stringify(message))
+      return true
+    } catch {
+      return false
+    }
+  }
+}
