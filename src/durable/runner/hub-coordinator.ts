@@ -209,14 +209,18 @@ export class HubCoordinator {
   }
 
   /**
-   * After a restart the sockets are gone: every runner's grace starts now, also for a runner whose socket
-   * closed before the edge went down (its old disconnect time would otherwise count the edge's own downtime
-   * against the runner, and a slow restart would end the grace before the runner could reconnect).
+   * After a restart every runner's grace starts now. A runner whose socket is known gone (also one whose
+   * socket closed before the edge went down: its old disconnect time would otherwise count the edge's own
+   * downtime against the runner, and a slow restart would end the grace before it could reconnect) is
+   * marked disconnected as of now. One whose socket may still be open (sockets live in the runners' links,
+   * which may outlive this object or may have restarted with it) gets its silence clock restarted, so it
+   * has a full grace period to heartbeat, or to reconnect and register again.
    */
   recoverAfterRestart(): void {
     const now = this.#deps.now()
     for (const runner of this.#deps.registry.runners()) {
-      if (!this.#deps.connected(runner.runner_id)) this.#deps.registry.restartGrace(runner.runner_id, now)
+      if (this.#deps.connected(runner.runner_id)) this.#deps.registry.touch(runner.runner_id, now)
+      else this.#deps.registry.restartGrace(runner.runner_id, now)
     }
   }
 
