@@ -10,7 +10,6 @@
  *
  * Runner identity (`runner-credentials.ts`): the link asks `checkCredential` before accepting a socket.
  */
-import { logError } from '../../contract/log.ts'
 import { DurableObject } from 'cloudflare:workers'
 import type { RolloutEvent, RolloutStatus } from '../../contract/rollout.ts'
 import type { EdgeMessage, RunnerMessage } from '../../contract/runner-protocol.ts'
