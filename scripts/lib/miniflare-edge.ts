@@ -59,6 +59,7 @@ export async function startMiniflareEdge(options: {
       SESSIONS: { className: 'SessionObject', useSQLite: true },
       TASKS: { className: 'TaskObject', useSQLite: true },
       RUNNERS: { className: 'RunnerHub', useSQLite: true },
+      RUNNER_LINKS: { className: 'RunnerLink', useSQLite: true },
       INFERENCE_GATE: { className: 'InferenceGate', useSQLite: true },
     },
     r2Buckets: ['BLOBS'],
