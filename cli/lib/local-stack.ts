@@ -49,7 +49,9 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
     stopped = true
     if (runner) await stopChild(runner, 15_000)
     if (edge) await edge.stop()
-    await rm(scratch, { recursive: true, force: true })
+    // Debugging: ROLLGATE_KEEP_STACK=1 keeps the edge state and the runner's session dirs.
+    if (process.env.ROLLGATE_KEEP_STACK === '1') process.stderr.write(`kept the local stack's state in ${scratch}\n`)
+    else await rm(scratch, { recursive: true, force: true })
   }
   try {
     edge = await startEdge({

@@ -65,28 +65,24 @@ describe('rollgate generate-sft', () => {
     ])
     expect(run.code, run.stderr).toBe(0)
     const summary = JSON.parse(run.stdout) as GenerateSftSummary
-    expect(summary, JSON.stringify(summary.results)).toMatchObject({
-      attempts: 2,
-      accepted: 2,
-      acceptance_rate: 1,
-      threshold: 1,
-      sft_lines: 2,
-      sft_token_lines: 2,
-    })
+    expect(summary, JSON.stringify(summary.results)).toMatchObject({ attempts: 2, accepted: 2, acceptance_rate: 1, threshold: 1 })
+    // One row per trace of each accepted attempt (more than one when prefix_merging had to break a chain).
+    expect(summary.sft_lines).toBeGreaterThanOrEqual(2)
+    expect(summary.sft_token_lines).toBe(summary.sft_lines)
     expect(summary.results.every((attempt) => attempt.status === 'COMPLETED' && attempt.reward === 1)).toBe(true)
 
     const messages = (await lines(summary.files.sft)).map((line) => JSON.parse(line) as { messages: Array<Record<string, unknown>> })
-    expect(messages).toHaveLength(2)
-    for (const example of messages) {
-      // The agent's edit of the defective line is in the training data, and it ends with the summary.
-      expect(JSON.stringify(example.messages)).toContain('ordered[middle - 1] + ordered[middle]')
-      expect(example.messages.at(-1)).toMatchObject({ role: 'assistant' })
-    }
+    expect(messages).toHaveLength(summary.sft_lines)
+    // The agent's edit of the defective line is in the training data; every row ends with an assistant turn.
+    expect(
+      messages.filter((example) => JSON.stringify(example.messages).includes('ordered[middle - 1] + ordered[middle]')).length,
+    ).toBeGreaterThanOrEqual(2)
+    for (const example of messages) expect(example.messages.at(-1)).toMatchObject({ role: 'assistant' })
     const tokens = (await lines(summary.files.sft_tokens!)).map((line) => JSON.parse(line) as { input_ids: number[]; loss_mask: number[] })
-    expect(tokens).toHaveLength(2)
+    expect(tokens).toHaveLength(summary.sft_lines)
     for (const example of tokens) {
       expect(example.loss_mask).toHaveLength(example.input_ids.length)
-      expect(example.loss_mask.filter((bit) => bit === 1).length).toBeGreaterThan(50)
+      expect(example.loss_mask).toContain(1)
     }
     expect((await lines(summary.files.attempts)).map((line) => JSON.parse(line).accepted)).toEqual([true, true])
     // 11 model calls per attempt reached the engine, through the edge.
