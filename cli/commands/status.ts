@@ -5,14 +5,15 @@
  */
 import type { Command } from 'commander'
 import { action, type CommonOptions, edgeClient, output, withEdgeOptions } from '../lib/common-options.ts'
-import { stageCounts } from '../lib/task-watch.ts'
+import { liveSessions, stageCounts } from '../lib/task-watch.ts'
 
 export function register(program: Command): void {
   withEdgeOptions(program.command('status').description('rollout overview, or one task').argument('[task]', 'task id')).action(
     action(async (taskId: string | undefined, options: CommonOptions) => {
       const client = edgeClient(options)
       if (taskId) {
-        const status = await client.taskStatus(taskId, false)
+        const summary = await client.taskStatus(taskId, false)
+        const status = { ...summary, sessions: await liveSessions(client, summary) }
         output(options, status, () => {
           const counts = stageCounts(status)
           return [

@@ -54,6 +54,34 @@ export interface WatchOptions {
   signal?: AbortSignal
 }
 
+/** Sessions whose live status is read per poll (the task's own list is refreshed only as sessions resolve). */
+const LIVE_STATUS_LIMIT = 64
+const TERMINAL = new Set(['COMPLETED', 'ERROR', 'TIMEOUT'])
+
+/**
+ * The task's sessions with their live status: the task lists a session's last status it knows of, which
+ * moves only when the session resolves, so unresolved sessions (up to LIVE_STATUS_LIMIT) are read from
+ * `GET /rollout/session/:id`.
+ */
+export async function liveSessions(client: EdgeClient, status: TaskStatus): Promise<TaskStatus['sessions']> {
+  const open = status.sessions.filter((session) => !TERMINAL.has(session.status)).slice(0, LIVE_STATUS_LIMIT)
+  const live = new Map<string, TaskStatus['sessions'][number]['status']>()
+  await Promise.all(
+    open.map(async (session) => {
+      try {
+        const state = await client.json<{ status: TaskStatus['sessions'][number]['status'] }>(
+          'GET',
+          `/rollout/session/${encodeURIComponent(session.session_id)}`,
+        )
+        live.set(session.session_id, state.status)
+      } catch {
+        // keep the task's view of it
+      }
+    }),
+  )
+  return status.sessions.map((session) => ({ ...session, status: live.get(session.session_id) ?? session.status }))
+}
+
 /** Poll the task until it is no longer running; returns the final status (with results). */
 export async function watchTask(client: EdgeClient, taskId: string, options: WatchOptions = {}): Promise<TaskStatus> {
   const stream = options.stream ?? process.stderr
@@ -77,7 +105,7 @@ export async function watchTask(client: EdgeClient, taskId: string, options: Wat
     for (;;) {
       if (options.signal?.aborted) throw options.signal.reason ?? new Error('aborted')
       const status = await client.taskStatus(taskId, false)
-      const counts = stageCounts(status)
+      const counts = stageCounts({ sessions: status.status === 'running' ? await liveSessions(client, status) : status.sessions })
       const done = counts.completed + counts.error
       if (bar) {
         if (!started) bar.start(status.total_sessions, done, counts)

@@ -33,7 +33,7 @@ interface Run {
 }
 
 /** Run the CLI as a process (env: edge URL and admin token, so flags stay short). */
-function rollgate(args: string[], env: Record<string, string> = {}): Promise<Run> {
+function rollgate(args: string[], env: Record<string, string> = {}): Promise<Run> & { stderrSoFar(): string } {
   const child = spawn(process.execPath, [CLI, ...args], {
     env: { ...process.env, ROLLGATE_EDGE_URL: edge.url, ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -46,11 +46,12 @@ function rollgate(args: string[], env: Record<string, string> = {}): Promise<Run
   child.stderr.on('data', (chunk: Buffer) => {
     stderr += chunk.toString()
   })
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })))
+  const done = new Promise<Run>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })))
+  return Object.assign(done, { stderrSoFar: () => stderr })
 }
 
 /** Walk one assignment through the stages with one real model call, then finish it with a reward. */
-async function runOne(taskId: string, reward: number): Promise<SessionAssignment> {
+async function runOne(taskId: string, reward: number, beforeFinish?: () => Promise<void>): Promise<SessionAssignment> {
   const session = await runner.take(taskId)
   await eventually(async () => {
     const response = await fetch(`${edge.url}/rollout/session/${session.session_id}`, {
@@ -60,6 +61,7 @@ async function runOne(taskId: string, reward: number): Promise<SessionAssignment
   })
   const client = new OpenAI({ baseURL: session.base_urls.openai, apiKey: session.token, maxRetries: 0 })
   await client.chat.completions.create({ model: 'Qwen/Qwen3-8B', messages: [{ role: 'user', content: 'create hello.txt containing hi' }] })
+  await beforeFinish?.()
   runner.send({
     type: 'session.finished',
     session_id: session.session_id,
@@ -110,7 +112,9 @@ describe('rollgate CLI', () => {
       }),
     )
     const submitted = rollgate(['submit', taskFile, '--json'])
-    const sessions = [await runOne('cli-task-1', 1), await runOne('cli-task-1', 0)]
+    // Live progress: while the first session is RUNNING, the progress lines say so (not the task's stale view).
+    const whileRunning = () => eventually(async () => expect(submitted.stderrSoFar()).toMatch(/"running":1/), 20_000).then(() => undefined)
+    const sessions = [await runOne('cli-task-1', 1, whileRunning), await runOne('cli-task-1', 0)]
     const submit = await submitted
     expect(submit.stderr).not.toContain('Error')
     expect(submit.code).toBe(0)
