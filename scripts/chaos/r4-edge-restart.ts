@@ -7,6 +7,7 @@
  */
 import { RunnerClient } from '../../test/support/runner-client.ts'
 import { apiRequest } from './apis.ts'
+import { takeAllToRunning } from './runners.ts'
 import { emptyRow, type Scenario } from './scenario.ts'
 import { MODEL, RUNNER_TOKEN, records, sleep, startChaosStack, until } from './stack.ts'
 
@@ -57,23 +58,7 @@ export const r4EdgeRestart: Scenario = {
       })
       if (submit.status !== 200) throw new Error(`submit: ${submit.status} ${await submit.text()}`)
       const before = stack.engine.stats().requests.chat_completions ?? 0
-      // Take every assignment (whichever runner got it) and walk it to RUNNING.
-      const sessions = await until(
-        async () => {
-          for (const runner of runners) {
-            for (const [sessionId, status] of runner.held) {
-              if (status === 'ASSIGNED') {
-                runner.ack(sessionId)
-                for (const stage of ['INITIALIZING', 'READY', 'RUNNING'] as const) runner.report(sessionId, stage)
-              }
-            }
-          }
-          const held = runners.flatMap((runner) => [...runner.assignments.values()])
-          return held.length >= sessionsWanted ? held : undefined
-        },
-        60_000,
-        'every session assigned',
-      )
+      const sessions = await takeAllToRunning(runners, sessionsWanted, 60_000)
       await until(
         async () => {
           const task = (await (await stack.admin('/rollout/task/r4?results=false')).json()) as { sessions: { status: string }[] }

@@ -7,6 +7,7 @@
  */
 import { RunnerClient } from '../../test/support/runner-client.ts'
 import { apiRequest } from './apis.ts'
+import { takeAllToRunning } from './runners.ts'
 import { emptyRow, type Scenario } from './scenario.ts'
 import { MODEL, percentile, RUNNER_TOKEN, records, startChaosStack, until } from './stack.ts'
 
@@ -64,22 +65,7 @@ export const r7TunnelLoad: Scenario = {
       if (submit.status !== 200) throw new Error(`submit: ${submit.status} ${await submit.text()}`)
       row.submit_ms = Date.now() - submitStarted
       log(`submit of ${sessionsWanted} samples answered in ${row.submit_ms} ms`)
-      const sessions = await until(
-        async () => {
-          for (const runner of runners) {
-            for (const [sessionId, status] of runner.held) {
-              if (status === 'ASSIGNED') {
-                runner.ack(sessionId)
-                for (const stage of ['INITIALIZING', 'READY', 'RUNNING'] as const) runner.report(sessionId, stage)
-              }
-            }
-          }
-          const held = runners.flatMap((runner) => [...runner.assignments.values()])
-          return held.length >= sessionsWanted ? held : undefined
-        },
-        180_000,
-        'every session assigned',
-      )
+      const sessions = await takeAllToRunning(runners, sessionsWanted, 180_000)
       await until(
         async () => {
           const states = await Promise.all(
