@@ -128,7 +128,8 @@ export const r4EdgeRestart: Scenario = {
         if (session.status !== 'COMPLETED') {
           row.sessions_error++
           row.errors++
-          row.notes.push(`${session.session_id} ended ${session.status}`)
+          const state = (await (await stack.admin(`/rollout/session/${session.session_id}`)).json()) as { error?: string | null }
+          row.notes.push(`${session.session_id} ended ${session.status}: ${state.error ?? ''}`)
         }
         const kept = (await records(stack, session.session_id)).filter((record) => record.status === 'ok')
         row.captured += kept.length
