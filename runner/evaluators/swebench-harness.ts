@@ -13,7 +13,7 @@ import { parseEvaluatorConfig, type SwebenchHarnessConfig } from '../../src/cont
 import type { EvalResult } from '../../src/contract/trajectory.ts'
 import type { Evaluator } from './evaluator.ts'
 import { applyPatch, budgetMs, gradingRuntime, shellQuote, takePatch } from './patch.ts'
-import { gradeSwebench, parsePytestLog } from './test-report.ts'
+import { gradeSwebench, parsePytestLog, testRunEnv } from './test-report.ts'
 
 /** Files a unified diff touches (`b/` side). */
 export function patchedFiles(diff: string): string[] {
@@ -94,7 +94,7 @@ export const swebenchHarness: Evaluator = {
     const exec = await runtime.exec({
       command: config.test_command ?? defaultTestCommand(config),
       cwd: config.repo_dir,
-      env: context.spec.env,
+      env: testRunEnv(context.spec.env),
       timeoutMs: budgetMs(context, config.test_timeout),
       stdoutPath: outputPath,
       stderrPath: join(instanceDir, 'test_output.stderr.txt'),

@@ -12,7 +12,7 @@ import { parseEvaluatorConfig } from '../../src/contract/evaluator-config.ts'
 import type { EvalResult } from '../../src/contract/trajectory.ts'
 import type { Evaluator } from './evaluator.ts'
 import { applyPatch, budgetMs, gradingRuntime, shellQuote, takePatch } from './patch.ts'
-import { matchesExpected, parseTestOutput } from './test-report.ts'
+import { matchesExpected, parseTestOutput, testRunEnv } from './test-report.ts'
 
 export const testOnOutput: Evaluator = {
   name: 'test_on_output',
@@ -50,7 +50,7 @@ export const testOnOutput: Evaluator = {
     const exec = await runtime.exec({
       command: config.test_command,
       cwd: config.repo_dir,
-      env: context.spec.env,
+      env: testRunEnv(context.spec.env),
       timeoutMs: budgetMs(context, config.test_timeout),
       stdoutPath: outputPath,
       stderrPath: join(context.artifactsDir, 'test_output.stderr.txt'),

@@ -86,3 +86,17 @@ export function gradeSwebench(statuses: Record<string, string>, failToPass: stri
   const resolved = failToPass.length > 0 && f2p.success.length === failToPass.length && p2p.failure.length === 0
   return { resolved, tests_status: { FAIL_TO_PASS: f2p, PASS_TO_PASS: p2p } }
 }
+
+/**
+ * Environment for an evaluator's test run: Python reads and writes bytecode only under a fresh cache
+ * prefix, so a `__pycache__` left by an earlier run (the agent's own, or a first grading) can never stand
+ * in for a source file edited within the same second at the same size (pyc freshness is mtime + size).
+ * The evaluator spec's own `env` comes last and may override it.
+ */
+export function testRunEnv(specEnv: Record<string, string> | null | undefined): Record<string, string> {
+  return {
+    PYTHONPYCACHEPREFIX: `/tmp/rollgate-eval-pycache-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
+    PYTHONDONTWRITEBYTECODE: '1',
+    ...(specEnv ?? {}),
+  }
+}

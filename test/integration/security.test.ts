@@ -124,8 +124,12 @@ describe('logs', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }),
     })
+    // Both requests' lines arrive asynchronously (wrangler relays the Worker's console): wait for both.
     const marker = '"path":"/s/rg_…/v1/chat/completions"'
-    await eventually(async () => expect(edge.output()).toContain(marker))
+    await eventually(async () => {
+      expect(edge.output()).toContain(marker)
+      expect(edge.output()).toContain('"path":"/v1beta/models/m:generateContent"')
+    })
     // wrangler dev's own access lines (`[wrangler:info] POST /s/<token>/…`) come from the dev server, not the
     // Worker (SECURITY.md); everything else — the Worker's lines, and at debug level the inspector traffic — is checked.
     const workerLines = edge
