@@ -105,6 +105,19 @@ export const r4EdgeRestart: Scenario = {
         row.restarts++
       }
       await load
+      // The scripted runners (like harness clients) drop what they send while disconnected; the real runner
+      // keeps finished results in an outbox. Finish only once both are back and registered.
+      await until(
+        async () => {
+          const status = (await (await stack.admin('/rollout/status')).json()) as {
+            nodes: { nodes: { node_id: string; healthy: boolean }[] }
+          }
+          const healthy = status.nodes.nodes.filter((node) => node.healthy).length
+          return runners.every((runner) => runner.connected) && healthy >= runners.length ? true : undefined
+        },
+        60_000,
+        'runners reconnected',
+      )
       log('load done; finishing sessions')
       for (const runner of runners) {
         for (const session of runner.assignments.values()) {
