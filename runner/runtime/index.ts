@@ -8,7 +8,7 @@ import { type RuntimeBackend, type RuntimeSpec, runtimeBackendSchema, runtimeSpe
 import { ApptainerRuntime, type ApptainerRuntimeOptions } from './apptainer/apptainer-runtime.ts'
 import { DockerRuntime, type DockerRuntimeOptions } from './docker/docker-runtime.ts'
 import { LocalRuntime, type LocalRuntimeOptions } from './local/local-runtime.ts'
-import type { Runtime, RuntimeContext } from './runtime.ts'
+import type { ReadOnlyBind, Runtime, RuntimeContext } from './runtime.ts'
 
 export type { Runtime, RuntimeContext } from './runtime.ts'
 
@@ -18,7 +18,7 @@ export interface RuntimeOptions {
   /** Image of tasks that name no runtime when the default backend needs one (docker, apptainer). */
   defaultImage?: string | null
   /** Host dirs mounted read-only at the given path on every backend (e.g. a host-cached harness CLI). */
-  readOnlyBinds?: Array<{ source: string; target: string }>
+  readOnlyBinds?: ReadOnlyBind[]
   local?: LocalRuntimeOptions
   docker?: DockerRuntimeOptions
   apptainer?: ApptainerRuntimeOptions
@@ -53,7 +53,7 @@ export function createRuntime(spec: RuntimeSpec | null, context: RuntimeContext,
   const resolved = spec ?? defaultRuntimeSpec(options)
   if (resolved.import_path) throw new Error('runtime.import_path (plugin runtimes) is not supported by this runner')
   const binds = options.readOnlyBinds ?? []
-  const withBinds = <T extends { readOnlyBinds?: Array<{ source: string; target: string }> }>(backend: T | undefined): T =>
+  const withBinds = <T extends { readOnlyBinds?: ReadOnlyBind[] }>(backend: T | undefined): T =>
     ({ ...backend, readOnlyBinds: [...(backend?.readOnlyBinds ?? []), ...binds] }) as T
   switch (resolved.backend) {
     case 'local':

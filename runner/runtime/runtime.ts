@@ -80,3 +80,23 @@ export interface Runtime {
 }
 
 export type RuntimeFactory = (spec: RuntimeSpec, context: RuntimeContext) => Runtime
+
+/** A read-only bind from the host into a sandbox. */
+export interface ReadOnlyBind {
+  source: string
+  target: string
+}
+
+/** Options every container backend (docker, apptainer) shares. */
+export interface ContainerRuntimeOptions {
+  /** `none` (default: loopback + the forwarded edge port) or `host` (the host's network, edge URL as is). */
+  network?: 'none' | 'host'
+  /** Loopback port inside that reaches the edge (default 8787). */
+  edgePort?: number
+  /** Process limit when the task sets none (`kwargs.pids_limit`); default none. */
+  pidsLimit?: number | null
+  /** Parent of the per-session control dirs (default the OS temp dir). */
+  stateDir?: string
+  /** Extra read-only binds `host:inside`. */
+  readOnlyBinds?: ReadOnlyBind[]
+}

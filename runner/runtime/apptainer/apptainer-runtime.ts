@@ -20,6 +20,7 @@ import { type EdgeRelay, startEdgeRelay } from '../edge-relay.ts'
 import { execResult, guardExec, OutputTail, waitForFile } from '../exec-support.ts'
 import { hostCopy, insidePath, sessionHostPath } from '../paths.ts'
 import {
+  type ContainerRuntimeOptions,
   type ExecRequest,
   type ExecResult,
   type Runtime,
@@ -40,16 +41,9 @@ import {
   untarArgv,
 } from './argv.ts'
 
-export interface ApptainerRuntimeOptions {
+export interface ApptainerRuntimeOptions extends ContainerRuntimeOptions {
   /** CLI binary (default `ROLLGATE_APPTAINER_BIN`, `POLAR_APPTAINER_BIN`, else `apptainer`). */
   bin?: string
-  /** `none` (default: loopback + the forwarded edge port) or `host`. */
-  network?: 'none' | 'host'
-  edgePort?: number
-  pidsLimit?: number | null
-  /** Parent of per-session control/home dirs (default the OS temp dir). */
-  stateDir?: string
-  readOnlyBinds?: Array<{ source: string; target: string }>
 }
 
 export const APPTAINER_EDGE_PORT = 8787

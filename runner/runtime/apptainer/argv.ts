@@ -10,7 +10,7 @@
  * its own process group so a timeout or cancel kills the whole group.
  */
 import { createHash } from 'node:crypto'
-import { SESSION_MOUNT } from '../runtime.ts'
+import { type ReadOnlyBind, SESSION_MOUNT } from '../runtime.ts'
 import { HELPER_CONTROL_DIR, type HostFile, helperCommand } from '../sandbox/host-node.ts'
 
 export const APPTAINER_HOME = '/polar/home'
@@ -33,7 +33,7 @@ export interface InstanceStartInput {
   homeDir: string
   /** Runner helper files (Node, loader, libraries, launcher), bound read-only. */
   helperMounts: HostFile[]
-  readOnlyBinds: Array<{ source: string; target: string }>
+  readOnlyBinds: ReadOnlyBind[]
   network: 'none' | 'host'
   gpus: number
   memoryMb: number | null

@@ -27,6 +27,7 @@ import { type EdgeRelay, startEdgeRelay } from '../edge-relay.ts'
 import { execResult, guardExec, OutputTail, shellQuote, waitForFile } from '../exec-support.ts'
 import { hostCopy, insidePath, sessionHostPath } from '../paths.ts'
 import {
+  type ContainerRuntimeOptions,
   type ExecRequest,
   type ExecResult,
   type Runtime,
@@ -36,21 +37,11 @@ import {
 } from '../runtime.ts'
 import { HELPER_CONTROL_DIR, helperCommand, helperMounts } from '../sandbox/host-node.ts'
 
-export interface DockerRuntimeOptions {
+export interface DockerRuntimeOptions extends ContainerRuntimeOptions {
   /** Docker Engine socket (default from `DOCKER_HOST=unix://…`, else `/var/run/docker.sock`). */
   socketPath?: string
   /** A client to reuse (tests); overrides `socketPath`. */
   docker?: Dockerode
-  /** `none` (default: loopback + the forwarded edge port) or `host` (the host's network, edge URL as is). */
-  network?: 'none' | 'host'
-  /** Loopback port inside that reaches the edge (default 8787). */
-  edgePort?: number
-  /** Process limit when the task sets none (`kwargs.pids_limit`); default none. */
-  pidsLimit?: number | null
-  /** Parent of the per-session control dirs (default the OS temp dir). */
-  stateDir?: string
-  /** Extra read-only binds `host:inside`. */
-  readOnlyBinds?: Array<{ source: string; target: string }>
 }
 
 export const DOCKER_EDGE_PORT = 8787
