@@ -31,12 +31,11 @@ describe('Claude Code requests', () => {
     expect(codes(turn1)).toContain('billing_header_stripped')
   })
 
-  it('folds the mid-conversation system message into a <system-reminder> user message in place', () => {
-    expect(turn1.request.messages.map((message) => message.role)).toEqual(['system', 'user', 'user'])
+  it('keeps the mid-conversation system message a system turn in place (not a new user query)', () => {
+    expect(turn1.request.messages.map((message) => message.role)).toEqual(['system', 'user', 'system'])
     expect(turn1.request.messages[2]?.content).toBe(
-      '<system-reminder>\nAvailable agent types for the Agent tool:\n- general-purpose: General-purpose agent for researching complex questions.\n</system-reminder>',
+      'Available agent types for the Agent tool:\n- general-purpose: General-purpose agent for researching complex questions.',
     )
-    expect(codes(turn1)).toContain('system_message_folded')
   })
 
   it('maps adaptive thinking, keeps tool schemas whole, drops metadata silently, sends no tool_choice', () => {
@@ -50,7 +49,7 @@ describe('Claude Code requests', () => {
     expect(turn1.request.tool_choice).toBeUndefined()
     expect(turn1.request).not.toHaveProperty('metadata')
     expect(turn1.request).not.toHaveProperty('context_management')
-    expect(codes(turn1)).toEqual(['billing_header_stripped', 'system_message_folded'])
+    expect(codes(turn1)).toEqual(['billing_header_stripped'])
   })
 
   it('keeps turn 1 a strict prefix of turn 2 (prefix merging) and recovers reasoning from the signature', () => {
@@ -197,7 +196,7 @@ describe('mapping rules', () => {
     expect(codes(parsed)).toEqual(['role_mapped'])
   })
 
-  it('places a reminder after the tool results that answer the preceding calls', () => {
+  it('places a mid-conversation system turn after the tool results that answer the preceding calls', () => {
     const parsed = parse({
       messages: [
         { role: 'user', content: 'go' },
@@ -214,9 +213,10 @@ describe('mapping rules', () => {
     })
     expect(parsed.request.messages.slice(2).map((message) => [message.role, message.content])).toEqual([
       ['tool', 'r'],
-      ['user', '<system-reminder>\nnote\n</system-reminder>'],
+      ['system', 'note'],
       ['user', 'more'],
     ])
+    expect(codes(parsed)).toEqual(['system_message_moved'])
   })
 
   it('strips a billing line that shares system[0] with real text', () => {

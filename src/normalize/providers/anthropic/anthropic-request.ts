@@ -6,12 +6,14 @@
  * Choices worth knowing:
  * - `system` blocks are joined with `"\n"`; Claude Code's `x-anthropic-billing-header: …` line in
  *   `system[0]` (a per-request nonce that breaks prefix caching and merging) is stripped, with a warning.
- * - `role:"system"` messages inside `messages` (Claude Code's mid-conversation system beta): leading ones
- *   join the system prompt; later ones become their own `user` message wrapped in
- *   `<system-reminder>…</system-reminder>` at the same position — the way Claude Code itself sends that
- *   text when the beta is off, prefix-stable across turns, and safe for templates that reject a
- *   mid-list system message. When the next message starts with tool results, the reminder goes after
- *   those `tool` messages so every tool call stays directly followed by its results.
+ * - `role:"system"` messages inside `messages` (Claude Code's mid-conversation system beta, e.g. its
+ *   "The user hasn't heard from you in a while" note): leading ones join the system prompt; later ones
+ *   stay `system` turns at the same position. They must not become `user` messages: Qwen3's template
+ *   keeps the reasoning of assistant turns only after the last user query, so a system note sent as a
+ *   user message re-renders every earlier turn without its reasoning (a history rewrite that splits the
+ *   trajectory); a mid-list system turn renders as `<|im_start|>system` and leaves the query where it was.
+ *   When the next message starts with tool results, the system turn goes after those `tool` messages
+ *   so every tool call stays directly followed by its results (warning `system_message_moved`).
  * - `tool_result` → one `tool` message per result, before any user text of that turn; `is_error`
  *   prefixes `"[Tool Error] "`; images inside results move to the turn's `user` message.
  * - `thinking` blocks: the reasoning comes from a gateway-issued signature when present (exact sampled
@@ -131,12 +133,10 @@ function convertMessages(wire: AnthropicCountTokensRequest, warnings: Warnings):
   const top = systemPrompt(wire.system, warnings)
   if (top !== null) systemParts.push(top)
   const body: ChatMessage[] = []
-  let pendingReminders: string[] = []
-  const flushReminders = () => {
-    for (const text of pendingReminders) {
-      body.push({ role: 'user', content: `<system-reminder>\n${text}\n</system-reminder>` })
-    }
-    pendingReminders = []
+  let pendingSystem: string[] = []
+  const flushSystem = () => {
+    for (const text of pendingSystem) body.push({ role: 'system', content: text })
+    pendingSystem = []
   }
 
   wire.messages.forEach((message, index) => {
@@ -148,24 +148,27 @@ function convertMessages(wire: AnthropicCountTokensRequest, warnings: Warnings):
     }
     if (role === 'system') {
       const text = plainText(message, at)
-      if (body.length === 0 && pendingReminders.length === 0) systemParts.push(text)
-      else {
-        pendingReminders.push(text)
-        warnings.add('system_message_folded', 'mid-conversation system message sent as a <system-reminder> user message')
-      }
+      if (body.length === 0 && pendingSystem.length === 0) systemParts.push(text)
+      else pendingSystem.push(text)
       return
     }
     if (role === 'assistant') {
-      flushReminders()
+      flushSystem()
       body.push(convertAssistant(message.content, at, warnings))
       return
     }
     const { toolMessages, user } = convertUser(message.content, at, warnings)
+    if (toolMessages.length > 0 && pendingSystem.length > 0) {
+      warnings.add(
+        'system_message_moved',
+        'a mid-conversation system message was placed after the tool results that answer the preceding tool calls',
+      )
+    }
     body.push(...toolMessages)
-    flushReminders()
+    flushSystem()
     if (user) body.push(user)
   })
-  flushReminders()
+  flushSystem()
   return systemParts.length > 0 ? [{ role: 'system', content: systemParts.join('\n\n') }, ...body] : body
 }
 
