@@ -1,9 +1,10 @@
 /**
  * @module
- * Small helpers the harness modules share: POSIX shell quoting, variant and model resolution, JSON config
- * files, the environment every CLI gets, and the teardown step that keeps a CLI's own session logs.
+ * Small helpers the harness modules share: POSIX shell quoting, variant and model resolution (also for CLIs
+ * whose variants differ only by the provider their config names), JSON config files, the environment every
+ * CLI gets, and the teardown step that keeps a CLI's own session logs.
  */
-import type { Harness, HarnessInput, HarnessPlan, HarnessStep, HarnessVariant, RenderedFile } from './harness.ts'
+import type { Harness, HarnessApi, HarnessInput, HarnessPlan, HarnessStep, HarnessVariant, RenderedFile } from './harness.ts'
 
 /** Bad harness input (unknown variant, unsupported option): the runner reports it as the session's error. */
 export class HarnessConfigError extends Error {
@@ -33,6 +34,34 @@ export function resolveVariant(harness: Pick<Harness, 'name' | 'variants'>, id: 
 /** Model the harness asks for: the input's, else the agent spec's, else the variant default (null: CLI default). */
 export function resolveModel(input: HarnessInput, variant: HarnessVariant): string | null {
   return input.model ?? input.agent.model_name ?? variant.defaultModel
+}
+
+/** One variant of a CLI whose config picks the wire by a provider name and a base URL (opencode, pi). */
+export interface ProviderWire {
+  id: string
+  api: HarnessApi
+  /** What the CLI's config names for this wire (an SDK package, an API kind); also the variant's description. */
+  provider: string
+  /** Appended to the edge URL to make the provider's base URL (`/v1`, `/v1beta`, or nothing). */
+  baseSuffix: string
+}
+
+/** The variants of such a CLI, in the order of `wires` (the first is the default). */
+export function providerVariants(wires: readonly ProviderWire[], defaultModel: string): HarnessVariant[] {
+  return wires.map(({ id, api, provider }) => ({ id, api, description: provider, defaultModel }))
+}
+
+/** Start of such a CLI's render: unsupported options refused, then the variant's wire and the model it asks for. */
+export function resolveProviderWire(
+  harness: Pick<Harness, 'name' | 'variants'>,
+  wires: readonly ProviderWire[],
+  input: HarnessInput,
+): { wire: ProviderWire; model: string } {
+  rejectUnsupported(harness.name, input)
+  const variant = resolveVariant(harness, input.variant)
+  const wire = wires.find((candidate) => candidate.id === variant.id)
+  if (!wire) throw new Error(`harness ${harness.name}: variant ${variant.id} has no provider wire`)
+  return { wire, model: resolveModel(input, variant) ?? variant.defaultModel ?? 'test-model' }
 }
 
 /** The CLI executable as a shell word. */

@@ -6,33 +6,36 @@
  * fetched. Auto-update, sharing, models.dev fetch, default plugins and LSP downloads off; XDG dirs in the
  * harness HOME. The first call is opencode's title side call (`small_model`).
  */
-import { cli, commonEnv, finishPlan, jsonFile, keepLogs, rejectUnsupported, resolveModel, resolveVariant, shellJoin } from './common.ts'
+import {
+  cli,
+  commonEnv,
+  finishPlan,
+  jsonFile,
+  keepLogs,
+  type ProviderWire,
+  providerVariants,
+  resolveProviderWire,
+  shellJoin,
+} from './common.ts'
 import type { Harness } from './harness.ts'
 
-const PROVIDERS: Record<string, { npm: string; baseSuffix: string }> = {
-  opencode: { npm: '@ai-sdk/openai-compatible', baseSuffix: '/v1' },
-  'opencode-responses': { npm: '@ai-sdk/openai', baseSuffix: '/v1' },
-  'opencode-anthropic': { npm: '@ai-sdk/anthropic', baseSuffix: '/v1' },
-  'opencode-google': { npm: '@ai-sdk/google', baseSuffix: '/v1beta' },
-}
+/** `provider`: the AI-SDK package of the `rollgate` provider. */
+const WIRES: ProviderWire[] = [
+  { id: 'opencode', api: 'openai-chat', provider: '@ai-sdk/openai-compatible', baseSuffix: '/v1' },
+  { id: 'opencode-responses', api: 'openai-responses', provider: '@ai-sdk/openai', baseSuffix: '/v1' },
+  { id: 'opencode-anthropic', api: 'anthropic', provider: '@ai-sdk/anthropic', baseSuffix: '/v1' },
+  { id: 'opencode-google', api: 'google', provider: '@ai-sdk/google', baseSuffix: '/v1beta' },
+]
 
 export const opencode: Harness = {
   name: 'opencode',
   pkg: { name: 'opencode-ai', version: '1.18.33', bin: 'opencode', approxBytes: 354e6 },
-  variants: [
-    { id: 'opencode', api: 'openai-chat', description: '@ai-sdk/openai-compatible', defaultModel: 'test-model' },
-    { id: 'opencode-responses', api: 'openai-responses', description: '@ai-sdk/openai', defaultModel: 'test-model' },
-    { id: 'opencode-anthropic', api: 'anthropic', description: '@ai-sdk/anthropic', defaultModel: 'test-model' },
-    { id: 'opencode-google', api: 'google', description: '@ai-sdk/google', defaultModel: 'test-model' },
-  ],
+  variants: providerVariants(WIRES, 'test-model'),
   render(input) {
-    rejectUnsupported('opencode', input)
-    const variant = resolveVariant(opencode, input.variant)
-    const { npm, baseSuffix } = PROVIDERS[variant.id]!
-    const asked = resolveModel(input, variant) ?? 'test-model'
+    const { wire, model: asked } = resolveProviderWire(opencode, WIRES, input)
     // @ai-sdk/google takes a model id containing `/` for a resource path (`/v1beta/Qwen/Qwen3-8B:…`, no
     // `models/`), which no Gemini route matches: ask for its last segment (the edge maps any name anyway).
-    const model = variant.id === 'opencode-google' ? asked.slice(asked.lastIndexOf('/') + 1) : asked
+    const model = wire.api === 'google' ? asked.slice(asked.lastIndexOf('/') + 1) : asked
     const home = input.homeDir
     return finishPlan(input, {
       files: [
@@ -45,9 +48,9 @@ export const opencode: Harness = {
           permission: { edit: 'allow', bash: 'allow', webfetch: 'deny' },
           provider: {
             rollgate: {
-              npm,
+              npm: wire.provider,
               name: 'Rollgate',
-              options: { baseURL: `${input.edgeUrl}${baseSuffix}`, apiKey: input.token },
+              options: { baseURL: `${input.edgeUrl}${wire.baseSuffix}`, apiKey: input.token },
               models: { [model]: { name: model, tool_call: true } },
             },
           },

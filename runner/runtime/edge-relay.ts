@@ -25,6 +25,11 @@ export interface EdgeRelayOptions {
   ca?: string | Buffer
 }
 
+/** The edge as the sandbox reaches it through the forwarded loopback port (the edge URL's path kept). */
+export function forwardedEdgeUrl(edgeUrl: string, port: number): string {
+  return `http://127.0.0.1:${port}${new URL(edgeUrl).pathname.replace(/\/+$/, '')}`
+}
+
 export async function startEdgeRelay(socketPath: string, edgeUrl: string, options: EdgeRelayOptions = {}): Promise<EdgeRelay> {
   const url = new URL(edgeUrl)
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`edge URL must be http(s): ${edgeUrl}`)

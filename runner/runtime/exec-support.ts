@@ -1,8 +1,10 @@
 /**
  * @module
- * Pieces every backend's `exec` shares: bounded output tails teed to log files, and the time limit /
- * cancel plumbing that turns a timeout or an abort into one `kill()` call and the right `ExecResult` flags.
+ * Pieces every backend's `exec` shares: bounded output tails teed to log files, the time limit / cancel
+ * plumbing that turns a timeout or an abort into one `kill()` call and the right `ExecResult` flags, and
+ * the end of a child process or a stream as one promise.
  */
+import type { ChildProcess } from 'node:child_process'
 import { createWriteStream, watch, type WriteStream } from 'node:fs'
 import { access, mkdir } from 'node:fs/promises'
 import { basename, dirname } from 'node:path'
@@ -43,12 +45,8 @@ export class OutputTail {
 
   /** Drain a readable into the tail; resolves when it ends. */
   consume(stream: Readable): Promise<void> {
-    return new Promise((resolve) => {
-      stream.on('data', (chunk: Buffer) => this.write(chunk))
-      stream.once('end', resolve)
-      stream.once('error', () => resolve())
-      stream.once('close', resolve)
-    })
+    stream.on('data', (chunk: Buffer) => this.write(chunk))
+    return streamEnded(stream)
   }
 
   text(): string {
@@ -110,6 +108,29 @@ export function execResult(exitCode: number, stdout: OutputTail, stderr: OutputT
     cancelled: guard.cancelled,
     durationMs: Date.now() - startedAt,
   }
+}
+
+/** Resolves once a stream ends, closes or fails (never rejects). */
+export function streamEnded(stream: NodeJS.EventEmitter): Promise<void> {
+  return new Promise((resolve) => {
+    stream.once('end', resolve)
+    stream.once('error', () => resolve())
+    stream.once('close', resolve)
+  })
+}
+
+/**
+ * A child process's exit status: its code, 137 when a signal ended it (128 + SIGKILL), 127 when it could
+ * not be started (`onError` hears why).
+ */
+export function childExit(child: ChildProcess, onError?: (error: Error) => void): Promise<number> {
+  return new Promise((resolve) => {
+    child.once('error', (error) => {
+      onError?.(error)
+      resolve(127)
+    })
+    child.once('close', (code, signal) => resolve(code ?? (signal ? 137 : 1)))
+  })
 }
 
 /** `'a b'` → `'a b'` quoted for POSIX sh. */

@@ -100,3 +100,10 @@ export interface ContainerRuntimeOptions {
   /** Extra read-only binds `host:inside`. */
   readOnlyBinds?: ReadOnlyBind[]
 }
+
+/** Process limit of a session: the task's `kwargs.pids_limit` (a positive integer), else the runner's default, else none. */
+export function pidsLimit(spec: RuntimeSpec, runnerDefault: number | null | undefined): number | null {
+  const value = spec.kwargs.pids_limit
+  if (typeof value === 'number' && Number.isInteger(value) && value > 0) return value
+  return runnerDefault ?? null
+}

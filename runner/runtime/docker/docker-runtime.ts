@@ -15,23 +15,22 @@
  * through the nvidia device request. No storage limit.
  */
 import { randomBytes } from 'node:crypto'
-import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises'
+import { mkdtemp, mkdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { basename, dirname, join, posix } from 'node:path'
-import { PassThrough, type Readable } from 'node:stream'
+import { join, posix } from 'node:path'
+import { PassThrough, type Readable, type Writable } from 'node:stream'
 import { pipeline } from 'node:stream/promises'
 import Dockerode from 'dockerode'
-import { extract, pack } from 'tar-fs'
 import type { RuntimeSpec } from '../../../src/contract/rollout.ts'
+import { CONTAINER_CAPABILITIES, CONTAINER_EDGE_PORT, ContainerRuntime } from '../container-runtime.ts'
 import { type EdgeRelay, startEdgeRelay } from '../edge-relay.ts'
-import { execResult, guardExec, OutputTail, shellQuote, waitForFile } from '../exec-support.ts'
-import { hostCopy, insidePath, sessionHostPath } from '../paths.ts'
+import { shellQuote, streamEnded, waitForFile } from '../exec-support.ts'
+import { insidePath } from '../paths.ts'
 import {
   type ContainerRuntimeOptions,
   type ExecRequest,
   type ExecResult,
-  type Runtime,
-  type RuntimeCapabilities,
+  pidsLimit,
   type RuntimeContext,
   SESSION_MOUNT,
 } from '../runtime.ts'
@@ -44,17 +43,11 @@ export interface DockerRuntimeOptions extends ContainerRuntimeOptions {
   docker?: Dockerode
 }
 
-export const DOCKER_EDGE_PORT = 8787
+export const DOCKER_EDGE_PORT = CONTAINER_EDGE_PORT
 const READY_TIMEOUT_MS = 30_000
 const KILL_WAIT_MS = 10_000
 
-export const DOCKER_CAPABILITIES: RuntimeCapabilities = {
-  isolatesNetwork: true,
-  cpuLimits: true,
-  memoryLimits: true,
-  storageLimits: false,
-  gpus: true,
-}
+export const DOCKER_CAPABILITIES = CONTAINER_CAPABILITIES
 
 export function dockerSocketPath(options: Pick<DockerRuntimeOptions, 'socketPath'> = {}): string {
   if (options.socketPath) return options.socketPath
@@ -67,46 +60,19 @@ function containerName(sessionId: string): string {
   return `rollgate-${sessionId.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 48)}-${randomBytes(3).toString('hex')}`
 }
 
-interface RunningExec {
-  kill(): void
-  done: Promise<unknown>
-}
-
-export class DockerRuntime implements Runtime {
+export class DockerRuntime extends ContainerRuntime {
   readonly backend = 'docker'
-  readonly capabilities = DOCKER_CAPABILITIES
-  readonly spec: RuntimeSpec
-  readonly context: RuntimeContext
-  readonly workDir: string
   homeDir = '/root'
   private readonly options: DockerRuntimeOptions
   private readonly docker: Dockerode
-  private readonly network: 'none' | 'host'
-  private readonly edgePort: number
   private container: Dockerode.Container | null = null
   private controlDir: string | null = null
   private relay: EdgeRelay | null = null
-  private starting: Promise<void> | null = null
-  private stopping: Promise<void> | null = null
-  private started = false
-  private readonly running = new Set<RunningExec>()
 
   constructor(spec: RuntimeSpec, context: RuntimeContext, options: DockerRuntimeOptions = {}) {
-    if (!spec.image) throw new Error('the docker runtime needs runtime.image')
-    if (spec.storage_mb !== null) throw new Error('the docker runtime cannot limit storage (runtime.storage_mb must be null)')
-    this.spec = spec
-    this.context = context
+    super('docker', spec, context, options)
     this.options = options
     this.docker = options.docker ?? new Dockerode({ socketPath: dockerSocketPath(options) })
-    this.network = options.network ?? 'none'
-    this.edgePort = options.edgePort ?? DOCKER_EDGE_PORT
-    this.workDir = insidePath(spec.workdir ?? SESSION_MOUNT)
-  }
-
-  get edgeUrlInside(): string {
-    if (this.network === 'host') return this.context.edgeUrl.replace(/\/+$/, '')
-    const url = new URL(this.context.edgeUrl)
-    return `http://127.0.0.1:${this.edgePort}${url.pathname.replace(/\/+$/, '')}`
   }
 
   /** The container's name (for logs and operators). */
@@ -114,13 +80,7 @@ export class DockerRuntime implements Runtime {
     return this.container?.id ?? null
   }
 
-  start(): Promise<void> {
-    if (this.stopping) return Promise.reject(new Error('runtime stopped'))
-    this.starting ??= this.doStart()
-    return this.starting
-  }
-
-  private async doStart(): Promise<void> {
+  protected async startUp(): Promise<void> {
     const controlDir = await mkdtemp(join(this.options.stateDir ?? tmpdir(), 'rgctl-'))
     this.controlDir = controlDir
     await mkdir(this.context.sessionDir, { recursive: true })
@@ -135,8 +95,8 @@ export class DockerRuntime implements Runtime {
     } else {
       main = helperCommand(['idle', '--ready', ready])
     }
-    const pids = numberKwarg(this.spec.kwargs.pids_limit) ?? this.options.pidsLimit ?? null
-    if (this.stopping) throw new Error('runtime cancelled during start')
+    const pids = pidsLimit(this.spec, this.options.pidsLimit)
+    this.assertStillStarting()
     this.container = await this.docker.createContainer({
       name: containerName(this.context.sessionId),
       Image: this.spec.image,
@@ -153,7 +113,7 @@ export class DockerRuntime implements Runtime {
         ...(this.spec.gpus > 0 ? { DeviceRequests: [{ Driver: 'nvidia', Count: this.spec.gpus, Capabilities: [['gpu']] }] } : {}),
       },
     })
-    if (this.stopping) throw new Error('runtime cancelled during start')
+    this.assertStillStarting()
     await this.container.start()
     const exited = this.container.wait().then((state: { StatusCode?: number }) => state)
     try {
@@ -168,63 +128,41 @@ export class DockerRuntime implements Runtime {
     const probe = await this.runExec({ command: `mkdir -p ${shellQuote(this.workDir)} && printf %s "$HOME"`, cwd: '/', timeoutMs: 30_000 })
     if (probe.exitCode !== 0) throw new Error(`container exec failed: ${probe.stderr.trim() || `exit ${probe.exitCode}`}`)
     if (probe.stdout.startsWith('/')) this.homeDir = probe.stdout
-    this.started = true
   }
 
-  async exec(request: ExecRequest): Promise<ExecResult> {
-    if (this.stopping) throw new Error('runtime stopped')
-    if (!this.started) throw new Error('runtime not started')
-    return this.runExec(request)
-  }
-
-  private async runExec(request: ExecRequest): Promise<ExecResult> {
+  protected async runExec(request: ExecRequest): Promise<ExecResult> {
     const container = this.container
     const controlDir = this.controlDir
     if (!container || !controlDir) throw new Error('runtime not started')
-    const startedAt = Date.now()
-    const id = randomBytes(6).toString('hex')
-    const pidfile = `exec-${id}.pid`
-    const env = Object.entries(request.env ?? {}).map(([key, value]) => `${key}=${value}`)
-    const exec = await container.exec({
-      Cmd: helperCommand(['run', '--pidfile', `${HELPER_CONTROL_DIR}/${pidfile}`, '--', request.command]),
-      Env: env,
-      WorkingDir: insidePath(request.cwd ?? this.workDir),
-      AttachStdout: true,
-      AttachStderr: true,
-      AttachStdin: false,
-      Tty: false,
-    })
-    const stdout = await OutputTail.open(request.stdoutPath)
-    const stderr = await OutputTail.open(request.stderrPath)
-    const stream = (await exec.start({ hijack: true, stdin: false })) as Readable
-    const out = new PassThrough()
-    const err = new PassThrough()
-    this.docker.modem.demuxStream(stream, out, err)
-    const ended = new Promise<void>((resolve) => {
-      stream.once('end', resolve)
-      stream.once('close', resolve)
-      stream.once('error', () => resolve())
-    }).then(() => {
-      out.end()
-      err.end()
-    })
-    let killing: Promise<void> | null = null
-    const kill = () => {
-      killing ??= this.killExec(join(controlDir, pidfile), `${HELPER_CONTROL_DIR}/${pidfile}`, ended)
-    }
-    const entry: RunningExec = { kill, done: ended }
-    this.running.add(entry)
-    const guard = guardExec(request, kill)
+    const pidfile = `exec-${randomBytes(6).toString('hex')}.pid`
     try {
-      await Promise.all([ended, stdout.consume(out), stderr.consume(err)])
-      await killing
-      const info = await exec.inspect()
-      return execResult(info.ExitCode ?? -1, stdout, stderr, guard, startedAt)
+      return await this.supervise(request, async (stdout, stderr) => {
+        const env = Object.entries(request.env ?? {}).map(([key, value]) => `${key}=${value}`)
+        const exec = await container.exec({
+          Cmd: helperCommand(['run', '--pidfile', `${HELPER_CONTROL_DIR}/${pidfile}`, '--', request.command]),
+          Env: env,
+          WorkingDir: insidePath(request.cwd ?? this.workDir),
+          AttachStdout: true,
+          AttachStderr: true,
+          AttachStdin: false,
+          Tty: false,
+        })
+        const stream = (await exec.start({ hijack: true, stdin: false })) as Readable
+        const out = new PassThrough()
+        const err = new PassThrough()
+        this.docker.modem.demuxStream(stream, out, err)
+        const ended = streamEnded(stream).then(() => {
+          out.end()
+          err.end()
+        })
+        return {
+          kill: () => this.killExec(join(controlDir, pidfile), `${HELPER_CONTROL_DIR}/${pidfile}`, ended),
+          done: ended,
+          finished: Promise.all([ended, stdout.consume(out), stderr.consume(err)]),
+          exitCode: async () => (await exec.inspect()).ExitCode ?? -1,
+        }
+      })
     } finally {
-      guard.release()
-      this.running.delete(entry)
-      await stdout.close()
-      await stderr.close()
       await rm(join(controlDir, pidfile), { force: true })
     }
   }
@@ -241,77 +179,29 @@ export class DockerRuntime implements Runtime {
     const killer = await container.exec({ Cmd: helperCommand(['kill', insidePidfile]), AttachStdout: true, AttachStderr: true })
     const stream = (await killer.start({ hijack: true, stdin: false })) as Readable
     stream.resume()
-    await new Promise<void>((resolve) => {
-      stream.once('end', resolve)
-      stream.once('close', resolve)
-      stream.once('error', () => resolve())
-    })
+    await streamEnded(stream)
   }
 
-  private async makeDir(target: string): Promise<void> {
-    const result = await this.runExec({ command: `mkdir -p ${shellQuote(target)}`, timeoutMs: 60_000 })
-    if (result.exitCode !== 0) throw new Error(`mkdir ${target} failed: ${result.stderr.trim()}`)
-  }
-
-  async upload(source: string, target: string): Promise<void> {
-    if (this.stopping) throw new Error('runtime stopped')
-    if (!this.started) throw new Error('runtime not started')
-    const inside = insidePath(target, this.workDir)
-    const session = await sessionHostPath(this.context.sessionDir, inside)
-    if (session !== null) return hostCopy(source, session)
+  protected async putArchive(inside: string, archive: Readable): Promise<void> {
     const parent = posix.dirname(inside)
-    const name = posix.basename(inside)
-    await this.makeDir(parent)
-    const info = await stat(source)
-    const archive = info.isDirectory()
-      ? pack(source, { map: (header) => ({ ...header, name: posix.join(name, header.name) }) })
-      : pack(dirname(source), { entries: [basename(source)], map: (header) => ({ ...header, name }) })
+    const made = await this.runExec({ command: `mkdir -p ${shellQuote(parent)}`, timeoutMs: 60_000 })
+    if (made.exitCode !== 0) throw new Error(`mkdir ${parent} failed: ${made.stderr.trim()}`)
     await this.container!.putArchive(archive as unknown as NodeJS.ReadableStream, { path: parent })
   }
 
-  async download(source: string, target: string): Promise<void> {
-    if (this.stopping) throw new Error('runtime stopped')
-    if (!this.started) throw new Error('runtime not started')
-    const inside = insidePath(source, this.workDir)
-    const session = await sessionHostPath(this.context.sessionDir, inside)
-    if (session !== null) return hostCopy(session, target)
+  protected async getArchive(inside: string, into: Writable): Promise<void> {
     const archive = (await this.container!.getArchive({ path: inside })) as unknown as Readable
-    const top = posix.basename(inside)
-    const name = basename(target)
-    await mkdir(dirname(target), { recursive: true })
-    await pipeline(
-      archive,
-      extract(dirname(target), {
-        map: (header) => {
-          const rest = header.name === top ? '' : header.name.slice(top.length + 1)
-          return { ...header, name: rest ? posix.join(name, rest) : name }
-        },
-      }),
-    )
+    await pipeline(archive, into)
   }
 
-  stop(): Promise<void> {
-    this.stopping ??= this.teardown()
-    return this.stopping
-  }
-
-  cancel(): Promise<void> {
-    for (const entry of this.running) entry.kill()
-    return this.stop()
-  }
-
-  private async teardown(): Promise<void> {
-    await this.starting?.catch(() => {})
+  protected async tearDown(): Promise<void> {
+    await this.startSettled()
     // Removing the container kills everything in it; the hijacked exec streams then end.
     await this.container?.remove({ force: true, v: true }).catch((error: { statusCode?: number }) => {
       if (error.statusCode !== 404) throw error
     })
-    await Promise.all([...this.running].map((entry) => entry.done))
+    await this.runningEnded()
     await this.relay?.close()
     if (this.controlDir) await rm(this.controlDir, { recursive: true, force: true }).catch(() => {})
   }
-}
-
-function numberKwarg(value: unknown): number | null {
-  return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : null
 }

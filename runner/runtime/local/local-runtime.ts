@@ -18,12 +18,14 @@ import { tmpdir } from 'node:os'
 import { join, posix } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { RuntimeSpec } from '../../../src/contract/rollout.ts'
-import { type EdgeRelay, startEdgeRelay } from '../edge-relay.ts'
-import { execResult, guardExec, OutputTail } from '../exec-support.ts'
+import { type EdgeRelay, forwardedEdgeUrl, startEdgeRelay } from '../edge-relay.ts'
+import { childExit } from '../exec-support.ts'
+import { RuntimeLifecycle } from '../lifecycle.ts'
 import { hostCopy, hostPathWithin, insidePath, isUnder } from '../paths.ts'
 import {
   type ExecRequest,
   type ExecResult,
+  pidsLimit,
   type Runtime,
   type RuntimeCapabilities,
   type RuntimeContext,
@@ -93,12 +95,7 @@ function safeName(sessionId: string): string {
   return sessionId.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 64)
 }
 
-interface RunningExec {
-  kill(): void
-  done: Promise<unknown>
-}
-
-export class LocalRuntime implements Runtime {
+export class LocalRuntime extends RuntimeLifecycle implements Runtime {
   readonly backend = 'local'
   readonly capabilities = localCapabilities()
   readonly homeDir = LOCAL_HOME
@@ -109,10 +106,6 @@ export class LocalRuntime implements Runtime {
   private relay: EdgeRelay | null = null
   private cgroup: Cgroup | null = null
   private memoryRlimit: number | null = null
-  private starting: Promise<void> | null = null
-  private stopping: Promise<void> | null = null
-  private started = false
-  private readonly running = new Set<RunningExec>()
   private readonly dirs = systemDirs()
 
   readonly spec: RuntimeSpec
@@ -120,6 +113,7 @@ export class LocalRuntime implements Runtime {
   private readonly options: LocalRuntimeOptions
 
   constructor(spec: RuntimeSpec, context: RuntimeContext, options: LocalRuntimeOptions = {}) {
+    super()
     this.spec = spec
     this.context = context
     this.options = options
@@ -139,18 +133,10 @@ export class LocalRuntime implements Runtime {
   }
 
   get edgeUrlInside(): string {
-    const url = new URL(this.context.edgeUrl)
-    const path = url.pathname.replace(/\/+$/, '')
-    return `http://127.0.0.1:${this.edgePort}${path}`
+    return forwardedEdgeUrl(this.context.edgeUrl, this.edgePort)
   }
 
-  start(): Promise<void> {
-    if (this.stopping) return Promise.reject(new Error('runtime stopped'))
-    this.starting ??= this.doStart()
-    return this.starting
-  }
-
-  private async doStart(): Promise<void> {
+  protected async startUp(): Promise<void> {
     const base = await mkdtemp(join(this.options.stateDir ?? tmpdir(), `rollgate-local-${safeName(this.context.sessionId)}-`))
     this.stateDir = base
     await mkdir(this.context.sessionDir, { recursive: true })
@@ -167,19 +153,16 @@ export class LocalRuntime implements Runtime {
     await mkdir(join(base, 'control'), { recursive: true })
     this.relay = await startEdgeRelay(join(base, 'control', 'edge.sock'), this.context.edgeUrl)
     const memoryBytes = this.spec.memory_mb ? this.spec.memory_mb * 1024 * 1024 : null
-    const pids = numberKwarg(this.spec.kwargs.pids_limit) ?? this.options.pidsLimit ?? null
+    const pids = pidsLimit(this.spec, this.options.pidsLimit)
     this.cgroup = await createCgroup(`${safeName(this.context.sessionId)}-${base.slice(-6)}`, { memoryBytes, cpus: this.spec.cpus, pids })
     if (memoryBytes && !this.cgroup?.controllers.includes('memory')) this.memoryRlimit = memoryBytes
-    if (this.stopping) throw new Error('runtime cancelled during start')
+    this.assertStillStarting()
     // Prove the sandbox comes up here (INIT), not at the first harness step.
     const probe = await this.spawnExec({ command: 'true', timeoutMs: 30_000 }, false)
     if (probe.exitCode !== 0) throw new Error(`local sandbox failed to start: ${probe.stderr.trim() || `exit ${probe.exitCode}`}`)
-    this.started = true
   }
 
-  async exec(request: ExecRequest): Promise<ExecResult> {
-    if (this.stopping) throw new Error('runtime stopped')
-    if (!this.started) throw new Error('runtime not started')
+  protected runExec(request: ExecRequest): Promise<ExecResult> {
     return this.spawnExec(request, true)
   }
 
@@ -187,7 +170,6 @@ export class LocalRuntime implements Runtime {
     const rootDir = this.rootDir
     if (!rootDir || !this.relay) throw new Error('runtime not started')
     await this.ensureSystemLinks()
-    const startedAt = Date.now()
     const cwd = insidePath(request.cwd ?? this.workDir)
     const env: Record<string, string> = { PATH: DEFAULT_PATH, HOME: LOCAL_HOME, USER: 'root', LANG: 'C.UTF-8', TMPDIR: '/tmp' }
     Object.assign(env, request.env ?? {})
@@ -221,38 +203,23 @@ export class LocalRuntime implements Runtime {
       '--',
       ...command,
     ]
-    const stdout = await OutputTail.open(request.stdoutPath)
-    const stderr = await OutputTail.open(request.stderrPath)
-    const child = spawn(argv[0]!, argv.slice(1), {
-      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-      env: { PATH: process.env.PATH ?? DEFAULT_PATH, ROLLGATE_CGROUP_PROCS: cgroupFiles.join(' ') },
-    })
-    const argsPipe = child.stdio[3] as NodeJS.WritableStream
-    argsPipe.on('error', () => {}) // bwrap may die before reading (then its exit says why)
-    argsPipe.end(encodeArgs(options))
-    const closed = new Promise<number>((resolve) => {
-      child.once('error', (error) => {
-        stderr.write(Buffer.from(`rollgate: cannot start bwrap: ${error.message}\n`))
-        resolve(127)
+    return this.supervise(request, (stdout, stderr) => {
+      const child = spawn(argv[0]!, argv.slice(1), {
+        stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+        env: { PATH: process.env.PATH ?? DEFAULT_PATH, ROLLGATE_CGROUP_PROCS: cgroupFiles.join(' ') },
       })
-      child.once('close', (code, signal) => resolve(code ?? (signal ? 128 + 9 : 1)))
+      const argsPipe = child.stdio[3] as NodeJS.WritableStream
+      argsPipe.on('error', () => {}) // bwrap may die before reading (then its exit says why)
+      argsPipe.end(encodeArgs(options))
+      const closed = childExit(child, (error) => stderr.write(Buffer.from(`rollgate: cannot start bwrap: ${error.message}\n`)))
+      return {
+        // bwrap dies; --die-with-parent then kills the sandbox's PID 1, which takes its whole namespace down.
+        kill: () => void child.kill('SIGKILL'),
+        done: closed,
+        finished: Promise.all([closed, stdout.consume(child.stdout!), stderr.consume(child.stderr!)]),
+        exitCode: () => closed,
+      }
     })
-    const kill = () => {
-      // bwrap dies; --die-with-parent then kills the sandbox's PID 1, which takes its whole namespace down.
-      child.kill('SIGKILL')
-    }
-    const entry: RunningExec = { kill, done: closed }
-    this.running.add(entry)
-    const guard = guardExec(request, kill)
-    try {
-      const [code] = await Promise.all([closed, stdout.consume(child.stdout!), stderr.consume(child.stderr!)])
-      return execResult(code, stdout, stderr, guard, startedAt)
-    } finally {
-      guard.release()
-      this.running.delete(entry)
-      await stdout.close()
-      await stderr.close()
-    }
   }
 
   private systemPath(inside: string): string | null {
@@ -293,36 +260,22 @@ export class LocalRuntime implements Runtime {
   }
 
   async upload(source: string, target: string): Promise<void> {
-    if (this.stopping) throw new Error('runtime stopped')
+    this.assertNotStopped()
     await hostCopy(source, await this.hostPath(target, true))
   }
 
   async download(source: string, target: string): Promise<void> {
-    if (this.stopping) throw new Error('runtime stopped')
+    this.assertNotStopped()
     await hostCopy(await this.hostPath(source, false), target)
   }
 
-  stop(): Promise<void> {
-    this.stopping ??= this.teardown()
-    return this.stopping
-  }
-
-  cancel(): Promise<void> {
-    for (const entry of this.running) entry.kill()
-    return this.stop()
-  }
-
-  private async teardown(): Promise<void> {
-    for (const entry of this.running) entry.kill()
-    await this.starting?.catch(() => {})
-    for (const entry of this.running) entry.kill()
-    await Promise.all([...this.running].map((entry) => entry.done))
+  protected async tearDown(): Promise<void> {
+    this.killRunning()
+    await this.startSettled()
+    this.killRunning()
+    await this.runningEnded()
     await this.relay?.close()
     await this.cgroup?.destroy()
     if (this.stateDir) await rm(this.stateDir, { recursive: true, force: true, maxRetries: 3 }).catch(() => {})
   }
-}
-
-function numberKwarg(value: unknown): number | null {
-  return typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : null
 }
