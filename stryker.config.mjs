@@ -28,6 +28,7 @@ export default {
     'src/durable/runner/event-bus.ts',
     'src/durable/runner/hub-coordinator.ts',
     'src/durable/gate/generation-gate.ts',
+    'src/durable/session/session-gate.ts',
   ],
   // TypeScript 7's JS API has no parseConfigFileTextToJson, which Stryker's tsconfig rewriting calls; the
   // project's tsconfigs need no rewriting (no references, relative extends), so point it at no file.

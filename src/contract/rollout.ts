@@ -301,6 +301,8 @@ export const taskStatusBodySchema = z.object({
   callback: callbackStatusSchema.nullable(),
   /** R2 key of the TaskResult once every session resolved. */
   task_result_path: z.string().nullable(),
+  /** Why sessions wait in REGISTERED (`runner_api_disabled`, `no_runner_connected`); empty once a runner takes work. */
+  warnings: z.array(z.object({ code: z.string(), message: z.string() })).optional(),
 })
 export type TaskStatus = z.infer<typeof taskStatusBodySchema>
 

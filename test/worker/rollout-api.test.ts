@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest'
 import type { RolloutStatus, TaskStatus } from '../../src/contract/rollout.ts'
 import type { TaskResult } from '../../src/contract/trajectory.ts'
 import type { SessionRolloutRpc } from '../../src/durable/session/session-rollout.ts'
-import { ADMIN, EDGE, eventually, RUNNER_TOKEN, sessionToken, submit, taskBody, taskStatus } from './rollout-support.ts'
+import { ADMIN, EDGE, eventually, RUNNER_TOKEN, sessionToken, submit, TestRunner, taskBody, taskStatus } from './rollout-support.ts'
 
 function session(sessionId: string): SessionRolloutRpc {
   return env.SESSIONS.get(env.SESSIONS.idFromName(sessionId)) as unknown as SessionRolloutRpc
@@ -37,6 +37,8 @@ describe('task submission', () => {
       completed_sessions: 0,
       results: [],
       result_paths: [],
+      // Task status says so too, while it holds.
+      warnings: [{ code: 'no_runner_connected', message: expect.stringContaining('4 unfinished sessions cannot start') }],
     })
     const ids = status.sessions.map((entry) => entry.session_id)
     expect(new Set(ids).size).toBe(4)
@@ -51,6 +53,27 @@ describe('task submission', () => {
     const overview = (await (await SELF.fetch(`${EDGE}/rollout/status`, { headers: ADMIN })).json()) as RolloutStatus
     expect(overview.tasks['fanout-1']).toBe('running')
     expect(overview.pipeline.pending_sessions).toBeGreaterThanOrEqual(4)
+  })
+
+  it('the no-runner warning stays in task status while it holds and clears once a runner that takes work connects', async () => {
+    expect((await submit(taskBody('warn-clears'))).status).toBe(200)
+    const waiting = await taskStatus('warn-clears')
+    expect(waiting.warnings).toEqual([
+      { code: 'no_runner_connected', message: expect.stringContaining('1 unfinished session cannot start') },
+    ])
+    // Asked again: still there (not a one-shot notice).
+    expect((await taskStatus('warn-clears')).warnings).toHaveLength(1)
+    const runner = await TestRunner.start('warn-clears-runner')
+    // Connected and taking work: no warning, whether or not the session has started yet.
+    await eventually(async () => expect((await taskStatus('warn-clears')).warnings).toEqual([]))
+    await runner.takeAssignment('warn-clears')
+    expect((await taskStatus('warn-clears')).warnings).toEqual([])
+    // The task ended: nothing to warn about, with or without a runner.
+    await SELF.fetch(`${EDGE}/rollout/task/warn-clears`, { method: 'DELETE', headers: ADMIN })
+    runner.send({ type: 'drain' })
+    await eventually(async () => expect((await taskStatus('warn-clears')).status).toBe('failed'))
+    expect((await taskStatus('warn-clears')).warnings).toEqual([])
+    runner.close()
   })
 
   it('accepts the /v1/tasks alias and validates Polar fields with a 400 naming the field', async () => {

@@ -130,6 +130,45 @@ describe('trainer callback', () => {
     expect(await runDurableObjectAlarm(taskObject('cb-3'))).toBe(false)
   })
 
+  it('an unresolvable target: one log line per attempt (target, reason, what next), never a stack trace', async () => {
+    const lines: string[] = []
+    for (const method of ['error', 'warn', 'log', 'info', 'debug'] as const) {
+      vi.spyOn(console, method).mockImplementation((...args: unknown[]) => {
+        lines.push(args.map((arg) => (arg instanceof Error ? (arg.stack ?? arg.message) : String(arg))).join(' '))
+      })
+    }
+    const realFetch = globalThis.fetch
+    let attempts = 0
+    vi.spyOn(globalThis, 'fetch').mockImplementation(async (input: RequestInfo | URL, init?: RequestInit) => {
+      const request = new Request(input, init)
+      if (!request.url.startsWith('https://no-such-trainer.invalid/')) return realFetch(input, init)
+      attempts++
+      // What workerd throws for a host that does not resolve (its stack is many lines).
+      throw new TypeError('Network connection lost.\nDNS lookup failed: no-such-trainer.invalid')
+    })
+    const target = 'https://no-such-trainer.invalid/cb?secret=s3cret'
+    expect((await submit(taskBody('cb-dns', { callback_url: target }))).status).toBe(200)
+    await cancelTask('cb-dns')
+    await eventually(async () => expect((await taskStatus('cb-dns')).callback?.attempts).toBe(1))
+    expect(await runDurableObjectAlarm(taskObject('cb-dns'))).toBe(true)
+    expect(await runDurableObjectAlarm(taskObject('cb-dns'))).toBe(true)
+    expect(attempts).toBe(3)
+
+    const callbackLines = lines.filter((line) => line.includes('no-such-trainer') || line.includes('trainer callback'))
+    expect(callbackLines).toEqual(
+      [1, 2, 3].map((n) => expect.stringContaining(`attempt ${n} to https://no-such-trainer.invalid/cb failed`)),
+    )
+    for (const [index, line] of callbackLines.entries()) {
+      expect(line).not.toContain('\n')
+      expect(line).not.toMatch(/\bat .+:\d+:\d+/)
+      expect(line).not.toContain('s3cret')
+      expect(line).toContain('task cb-dns')
+      expect(line).toContain('DNS lookup failed: no-such-trainer.invalid')
+      expect(line).toContain(`retry in ${60 * 2 ** index} s`)
+    }
+    expect(lines.join('\n')).not.toMatch(/\bat .+:\d+:\d+/)
+  })
+
   it('backoff doubles from the base and is capped', () => {
     expect([1, 2, 3, 4].map((attempt) => backoffDelayMs(attempt, 1_000))).toEqual([1_000, 2_000, 4_000, 8_000])
     expect(backoffDelayMs(20, 1_000)).toBe(300_000)

@@ -63,7 +63,7 @@ describe('generation gate', () => {
     await eventually(async () =>
       expect(((await (await admin(`/rollout/session/${sessionId}`)).json()) as { status: string }).status).toBe('RUNNING'),
     )
-    expect(await (await admin('/admin/inference/status')).json()).toMatchObject({ paused: false, inflight: 0 })
+    expect(await (await admin('/admin/inference/status')).json()).toMatchObject({ paused: false, inflight: 0, waiting: 0 })
 
     const inFlight = chat(sessionId, 'long generation')
     await eventually(async () => expect(held).toHaveLength(1))
@@ -72,12 +72,14 @@ describe('generation gate', () => {
     expect(timedOut.status).toBe(504)
     expect(await (await admin('/admin/inference/status')).json()).toMatchObject({ paused: true, inflight: 1 })
 
-    // While paused, a new call waits at the gate (never reaches the runner).
-    // Proved below without a sleep: the pause drains with this call outstanding (it is not in flight), and
-    // its record carries the policy version set at resume (a call let through during the pause would carry
-    // `v2-pending`).
+    // While paused, a new call waits at the gate (never reaches the runner): the status counts it as waiting,
+    // not in flight; the pause drains with it outstanding, and its record carries the policy version set at
+    // resume (a call let through during the pause would carry `v2-pending`).
     const waiting = chat(sessionId, 'queued behind the pause')
-    expect(await (await admin('/admin/inference/status')).json()).toMatchObject({ paused: true, sessions: 1 })
+    await eventually(async () =>
+      expect(await (await admin('/admin/inference/status')).json()).toMatchObject({ paused: true, sessions: 1, waiting: 1, inflight: 1 }),
+    )
+    expect(held).toHaveLength(1)
     // Bare capture sessions are not under the gate: admitted (and failing at the unreachable upstream).
     const bare = (await (await admin('/v1/sessions', {})).json()) as { session_id: string; token: string }
     const bareCall = await SELF.fetch(`${EDGE}/v1/chat/completions`, {
@@ -92,11 +94,12 @@ describe('generation gate', () => {
     expect((await inFlight).status).toBe(200)
     const drained = await admin('/admin/inference/pause?timeout_seconds=2', {})
     expect(drained.status).toBe(200)
-    expect(await drained.json()).toMatchObject({ paused: true, inflight: 0 })
+    expect(await drained.json()).toMatchObject({ paused: true, inflight: 0, waiting: 1 })
 
     const resumed = await admin('/admin/inference/resume', { policy_version: 8 })
     expect(await resumed.json()).toMatchObject({ paused: false, policy_version: 8 })
     await eventually(async () => expect(held).toHaveLength(2))
+    expect(await (await admin('/admin/inference/status')).json()).toMatchObject({ waiting: 0, inflight: 1 })
     release(held[1]!)
     expect((await waiting).status).toBe(200)
 
@@ -110,6 +113,96 @@ describe('generation gate', () => {
   it('validates pause input and refuses other credentials', async () => {
     expect((await admin('/admin/inference/pause?timeout_seconds=-1', {})).status).toBe(400)
     expect((await admin('/admin/inference/resume', { policy_version: { nested: true } })).status).toBe(400)
+  })
+})
+
+/** One model call in each provider's wire format, with the session token where that provider's SDK puts it. */
+const PROVIDER_CALLS = {
+  openai: (token: string) =>
+    SELF.fetch(`${EDGE}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+    }),
+  responses: (token: string) =>
+    SELF.fetch(`${EDGE}/v1/responses`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', input: 'hi' }),
+    }),
+  anthropic: (token: string) =>
+    SELF.fetch(`${EDGE}/v1/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': token, 'anthropic-version': '2023-06-01', 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'claude', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }] }),
+    }),
+  gemini: (token: string) =>
+    SELF.fetch(`${EDGE}/v1beta/models/m:generateContent`, {
+      method: 'POST',
+      headers: { 'x-goog-api-key': token, 'content-type': 'application/json' },
+      body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }),
+    }),
+}
+
+/** The refusal as each provider's SDK reads it: status, error kind and message. */
+async function refusal(name: keyof typeof PROVIDER_CALLS, res: Response) {
+  const body = (await res.json()) as Record<string, unknown>
+  const error = body.error as { type?: string; status?: string; message: string; code?: number }
+  if (name === 'anthropic') expect(body.type).toBe('error')
+  if (name === 'gemini') expect(error.code).toBe(res.status)
+  return { status: res.status, kind: name === 'gemini' ? error.status : error.type, message: error.message }
+}
+
+describe('status gate', () => {
+  it('admits model calls only while the session is RUNNING: 403 before, 401 (revoked) once ended, in each caller shape', async () => {
+    const runner = await TestRunner.start('status-gate-runner')
+    runner.serveTunnel(() => ({ status: 200, body: engineAnswer([1, 2, 3], [7, 151645]) }))
+    expect((await submit(taskBody('status-gate-task'))).status).toBe(200)
+    const session = await runner.takeAssignment('status-gate-task', [])
+    const sessionId = session.session_id
+    const token = await sessionToken(sessionId)
+    const status = async () => ((await (await admin(`/rollout/session/${sessionId}`)).json()) as { status: string }).status
+    const expectRefused = async (state: string) => {
+      for (const name of Object.keys(PROVIDER_CALLS) as (keyof typeof PROVIDER_CALLS)[]) {
+        const got = await refusal(name, await PROVIDER_CALLS[name](token))
+        expect(got, `${name} while ${state}`).toEqual({
+          status: 403,
+          kind: name === 'gemini' ? 'PERMISSION_DENIED' : 'permission_error',
+          message: `session is ${state}: model calls are accepted only while the session is RUNNING`,
+        })
+      }
+    }
+
+    expect(await status()).toBe('REGISTERED')
+    await expectRefused('REGISTERED')
+    for (const state of ['INITIALIZING', 'READY'] as const) {
+      runner.send({ type: 'session.status', session_id: sessionId, status: state })
+      await eventually(async () => expect(await status()).toBe(state))
+      await expectRefused(state)
+    }
+    expect(await records(sessionId)).toEqual([])
+
+    runner.send({ type: 'session.status', session_id: sessionId, status: 'RUNNING' })
+    await eventually(async () => expect(await status()).toBe('RUNNING'))
+    for (const name of Object.keys(PROVIDER_CALLS) as (keyof typeof PROVIDER_CALLS)[]) {
+      expect((await PROVIDER_CALLS[name](token)).status, name).toBe(200)
+    }
+    expect(await records(sessionId)).toHaveLength(4)
+
+    runner.send({
+      type: 'session.finished',
+      session_id: sessionId,
+      agent_result: { status: 'completed', return_code: 0, error: null, timeout_stage: null },
+      eval_result: null,
+      error: null,
+    })
+    await eventually(async () => expect(await status()).toBe('COMPLETED'))
+    for (const name of Object.keys(PROVIDER_CALLS) as (keyof typeof PROVIDER_CALLS)[]) {
+      const got = await refusal(name, await PROVIDER_CALLS[name](token))
+      expect(got, name).toMatchObject({ status: 401, message: expect.stringContaining('session ended COMPLETED') })
+    }
+    expect(await records(sessionId)).toHaveLength(4)
+    runner.close()
   })
 })
 

@@ -24,6 +24,8 @@ export interface GateView {
 export interface GateStatus extends GateView {
   /** Model calls in flight in subscribed sessions (null when a session did not answer). */
   inflight: number
+  /** Model calls waiting at the gate (paused) in subscribed sessions. */
+  waiting: number
   paused_at: string | null
   /** RUNNING rollout sessions under the gate. */
   sessions: number
@@ -35,7 +37,7 @@ export interface GateStatus extends GateView {
 
 /** A subscribed session: takes the view, says whether it is still RUNNING and how many calls it has in flight. */
 export interface GateSubscriber {
-  gateSync(view: GateView): Promise<{ subscribed: boolean; inflight: number; completions?: number }>
+  gateSync(view: GateView): Promise<{ subscribed: boolean; inflight: number; waiting?: number; completions?: number }>
 }
 
 interface GateRow {
@@ -115,6 +117,7 @@ export class GenerationGate {
       .all<{ session_id: string }>('SELECT session_id FROM gate_subscribers ORDER BY since')
       .map((row) => row.session_id)
     let inflight = 0
+    let waiting = 0
     let unreachable = 0
     let sessions = 0
     let completions = 0
@@ -126,6 +129,7 @@ export class GenerationGate {
             if (!answer.subscribed) this.unsubscribe(sessionId)
             else sessions++
             inflight += answer.inflight
+            waiting += answer.waiting ?? 0
             if (answer.subscribed) completions += answer.completions ?? 0
           } catch {
             unreachable++
@@ -138,6 +142,7 @@ export class GenerationGate {
       policy_version: view.policy_version,
       paused_at: view.paused_at === null ? null : new Date(view.paused_at).toISOString(),
       inflight,
+      waiting,
       sessions,
       unreachable,
       completions_total: completions,

@@ -76,6 +76,11 @@ export class SessionGate {
     this.#sql.run('DELETE FROM rg_gate_leases WHERE ticket = ?', ticket)
   }
 
+  /** Calls waiting in `waitOpen` for the gate to open (observable in `/admin/inference/status`). */
+  waiting(): number {
+    return this.#wakers.size
+  }
+
   inflight(): number {
     this.#sql.run('DELETE FROM rg_gate_leases WHERE expires_at <= ?', this.#now())
     return this.#sql.first<{ n: number }>('SELECT COUNT(*) AS n FROM rg_gate_leases')?.n ?? 0

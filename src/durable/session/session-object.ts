@@ -232,7 +232,7 @@ export class SessionObject extends DurableObject<Env> {
     return this.#track(this.#rolloutSide().recordAdmitted(ticket, input))
   }
 
-  gateSync(view: GateView): { subscribed: boolean; inflight: number; completions: number } {
+  gateSync(view: GateView): { subscribed: boolean; inflight: number; waiting: number; completions: number } {
     return this.#rolloutSide().gateSync(view)
   }
 

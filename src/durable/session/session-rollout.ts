@@ -193,13 +193,14 @@ export class SessionRollout {
 
   /**
    * The gate pushes its view; the session says whether it is still under it, how many calls it has in
-   * flight and how many completions it has captured (the dashboard charts completions per second from it).
+   * flight, how many wait for the gate to open (the push just woke them when it opens) and how many completions it has captured (the dashboard charts completions per second from it).
    */
-  gateSync(view: GateView): { subscribed: boolean; inflight: number; completions: number } {
+  gateSync(view: GateView): { subscribed: boolean; inflight: number; waiting: number; completions: number } {
     this.#gate.update(view)
     return {
       subscribed: this.#lifecycle.state()?.status === 'RUNNING',
       inflight: this.#gate.inflight(),
+      waiting: this.#gate.waiting(),
       completions: this.#completionCount(),
     }
   }

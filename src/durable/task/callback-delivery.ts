@@ -103,3 +103,23 @@ export function afterAttempt(status: CallbackStatus, outcome: AttemptOutcome, po
     last_error: outcome.error,
   }
 }
+
+/**
+ * The one log line of a failed attempt (never a stack): where it went (origin and path, never a query that
+ * may carry a secret), why it failed, and what happens next.
+ */
+export function callbackFailureLine(taskId: string, status: CallbackStatus, now: number): string {
+  let target = status.url
+  try {
+    const url = new URL(status.url)
+    target = `${url.origin}${url.pathname}`
+  } catch {
+    // stored URLs were validated at submit; keep it as is
+  }
+  const next =
+    status.state === 'pending' && status.next_attempt_at !== null
+      ? `retry in ${Math.max(0, Math.round((status.next_attempt_at - now) / 1000))} s`
+      : 'giving up'
+  const reason = (status.last_error ?? 'unknown error').replace(/\s+/g, ' ')
+  return `trainer callback for task ${taskId}: attempt ${status.attempts} to ${target} failed (${reason}); ${next}`
+}

@@ -22,7 +22,7 @@ import { taskStatusOf, toSessionResult, toTaskResult } from '../../reconstruct/i
 import type { DispatchTicket } from '../runner/dispatch-types.ts'
 import type { SessionConfig } from '../session/record.ts'
 import type { LifecycleOutcome, LifecycleSpec, LifecycleState } from '../session/session-lifecycle.ts'
-import { afterAttempt, attemptCallback, type CallbackPolicy, newCallbackStatus } from './callback-delivery.ts'
+import { afterAttempt, attemptCallback, type CallbackPolicy, callbackFailureLine, newCallbackStatus } from './callback-delivery.ts'
 import { runResultKey, sessionResultKey, taskResultKey } from './task-keys.ts'
 import type { TaskRun, TaskStore } from './task-store.ts'
 
@@ -449,6 +449,7 @@ export class TaskCoordinator {
       })
       const updated = afterAttempt(callback, outcome, this.#deps.callbackPolicy, this.#deps.now())
       store.putCallback(runId, updated, bodyKey, this.#deps.now())
+      if (!outcome.ok) logError(callbackFailureLine(run.task_id, updated, this.#deps.now()))
       this.#event({
         type: 'task.callback',
         task_id: run.task_id,

@@ -5,7 +5,7 @@
  * | Route | What |
  * |---|---|
  * | `POST /rollout/task/submit`, `POST /v1/tasks` | `TaskRequest` → `{task_id, status: "running", warnings?}`; 409 while the same task runs |
- * | `GET /rollout/task/:id` (`GET /v1/tasks/:id`) | `TaskStatus` (`?results=false` omits the results) |
+ * | `GET /rollout/task/:id` (`GET /v1/tasks/:id`) | `TaskStatus` (`?results=false` omits the results) plus `warnings` while unfinished sessions have no runner |
  * | `DELETE /rollout/task/:id` | cancel every session of the task |
  * | `GET /rollout/session/:id` | a rollout session's lifecycle |
  * | `DELETE /rollout/session/:id` | cancel one session |
@@ -19,11 +19,12 @@
 import { Hono } from 'hono'
 import { validateEvaluatorConfig } from '../../contract/evaluator-config.ts'
 import { type TaskRequest, taskRequestSchema } from '../../contract/rollout.ts'
+import { TERMINAL_SESSION_STATUSES } from '../../contract/trajectory.ts'
 import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { edgeConfig } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import { evaluatorWarnings } from '../pipeline/evaluator-warnings.ts'
-import { runnerWarnings } from '../pipeline/runner-warnings.ts'
+import { runnerWarnings, waitingSessionWarnings } from '../pipeline/runner-warnings.ts'
 import { parseJsonBody, readBodyText } from '../pipeline/read-body.ts'
 import { hubStub, sessionRolloutStub, taskStub } from '../pipeline/rollout-stubs.ts'
 import { requireAdmin } from './require-admin.ts'
@@ -65,7 +66,10 @@ for (const path of ['/rollout/task/:id', '/v1/tasks/:id']) {
     const taskId = c.req.param('id') ?? ''
     const status = await taskStub(c.env, taskId).status(c.req.query('results') !== 'false')
     if (!status) throw new GatewayError(404, 'not_found', `task ${taskId} not found`)
-    return c.json(status)
+    // The hub is asked only while the task has sessions a runner must still run.
+    const unfinished = status.sessions.filter((session) => !TERMINAL_SESSION_STATUSES.includes(session.status)).length
+    const runners = unfinished > 0 ? (await hubStub(c.env).status()).nodes.nodes : []
+    return c.json({ ...status, warnings: waitingSessionWarnings(Boolean(c.env.ROLLGATE_RUNNER_TOKEN), runners, unfinished) })
   })
 }
 
