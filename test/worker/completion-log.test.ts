@@ -115,6 +115,22 @@ describe('SessionObject capture', () => {
     expect(records[0]!.error).toBe('upstream HTTP 503')
   })
 
+  it('answers sampled response messages of ok completions by id, past the 100-parameter statement limit', async () => {
+    const stub = stubFor('response-messages')
+    await stub.create(sessionConfig('response-messages'))
+    const call = { id: 'c0', type: 'function' as const, function: { name: 'Edit', arguments: '{"file_path": "a"}' } }
+    await stub.record(
+      completionInput({ completion_id: 'cmpl_edit', response_message: { role: 'assistant', content: null, tool_calls: [call] } }),
+    )
+    await stub.record(completionInput({ completion_id: 'cmpl_gone', status: 'abandoned' }))
+    await stub.record(completionInput({ completion_id: 'cmpl_text' }))
+    const unknown = Array.from({ length: 150 }, (_, i) => `cmpl_missing_${i}`)
+    const found = await stub.responseMessages([...unknown, 'cmpl_edit', 'cmpl_gone', 'cmpl_text', 'cmpl_edit'])
+    expect(Object.keys(found).sort()).toEqual(['cmpl_edit', 'cmpl_text'])
+    expect(found.cmpl_edit?.tool_calls).toEqual([call])
+    expect(found.cmpl_text).toEqual({ role: 'assistant', content: 'hello' })
+  })
+
   it('spills a >2 MB request to R2 and reads it back byte for byte', async () => {
     const stub = stubFor('spill')
     await stub.create(sessionConfig('spill'))

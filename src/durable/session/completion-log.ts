@@ -13,7 +13,7 @@
  * Rows written before schema v2 (`request_length IS NULL`) were cut every 48 levels and are still read
  * the old way, forwards from their chain's root.
  */
-import type { CompletionRecord } from '../../contract/completion-record.ts'
+import type { CompletionRecord, ResponseMessage } from '../../contract/completion-record.ts'
 import { ENGINE_CAPTURE_PARAMS } from '../../normalize/engine/engine-request.ts'
 import { type BlobStore, completionBlobKey, SPILL_THRESHOLD_BYTES, storedSize } from './blob-store.ts'
 import type { CompletionInput } from './record.ts'
@@ -21,6 +21,9 @@ import type { Sql, SqlValue } from './sql.ts'
 import { type ChainBase, type ChainLevel, resolveChain } from './delta-chain.ts'
 import { applyTextDelta, diffText } from './text-delta.ts'
 import { commonPrefixLength, packLogprobs, packTokens, unpackLogprobs, unpackTokens } from './token-codec.ts'
+
+/** Ids one `responseMessages` read answers (bounds the RPC answer well under its 32 MiB limit). */
+export const MAX_RESPONSE_MESSAGE_LOOKUPS = 1000
 
 /** Ancestors fetched per recursive query while walking a chain back. */
 const CHAIN_BATCH = 64
@@ -337,6 +340,25 @@ export class CompletionLog {
   async getById(completionId: string): Promise<CompletionRecord | null> {
     const row = this.#sql.first<CompletionRow>('SELECT * FROM rg_completions WHERE completion_id = ?', completionId)
     return row ? this.#toRecord(row) : null
+  }
+
+  /**
+   * The sampled response messages of `ok` completions, by id (ids not found or not `ok` are absent): one
+   * indexed read of a small column, for the edge restoring replayed turns — no token ids decoded.
+   */
+  responseMessages(completionIds: readonly string[]): Record<string, ResponseMessage> {
+    const out: Record<string, ResponseMessage> = {}
+    const unique = [...new Set(completionIds)]
+    // SQLite in Durable Objects binds at most 100 parameters per statement.
+    for (let start = 0; start < unique.length; start += 100) {
+      const ids = unique.slice(start, start + 100)
+      const rows = this.#sql.all<{ completion_id: string; response_message: string | null }>(
+        `SELECT completion_id, response_message FROM rg_completions WHERE status = 'ok' AND completion_id IN (${ids.map(() => '?').join(', ')})`,
+        ...ids,
+      )
+      for (const row of rows) if (row.response_message) out[row.completion_id] = JSON.parse(row.response_message) as ResponseMessage
+    }
+    return out
   }
 
   async get(seq: number): Promise<CompletionRecord | null> {

@@ -5,11 +5,11 @@
  * write is durable), so the edge releases a response only once its capture is committed.
  */
 import { DurableObject } from 'cloudflare:workers'
-import type { CompletionRecord } from '../../contract/completion-record.ts'
+import type { CompletionRecord, ResponseMessage } from '../../contract/completion-record.ts'
 import type { BuilderName, Trajectory } from '../../contract/trajectory.ts'
 import { reconstructTrajectory, trajectoryObjectKey } from '../../reconstruct/index.ts'
 import { BlobStore } from './blob-store.ts'
-import { CompletionLog, type RecordResult, type StorageStats } from './completion-log.ts'
+import { CompletionLog, MAX_RESPONSE_MESSAGE_LOOKUPS, type RecordResult, type StorageStats } from './completion-log.ts'
 import type { CompletionInput, SessionConfig } from './record.ts'
 import { ensureSchema } from './schema.ts'
 import { Sql } from './sql.ts'
@@ -54,6 +54,7 @@ export type SessionRpc = Rpc<
     | 'record'
     | 'completions'
     | 'completionById'
+    | 'responseMessages'
     | 'summary'
     | 'trajectory'
     | 'trajectoryStream'
@@ -109,6 +110,11 @@ export class SessionObject extends DurableObject<Env> {
 
   async completionById(completionId: string): Promise<CompletionRecord | null> {
     return this.#requireLog().getById(completionId)
+  }
+
+  /** Sampled response messages of `ok` completions by id (the edge restores replayed tool calls from them). */
+  responseMessages(completionIds: string[]): Record<string, ResponseMessage> {
+    return this.#requireLog().responseMessages(completionIds.slice(0, MAX_RESPONSE_MESSAGE_LOOKUPS))
   }
 
   summary(): SessionSummary | null {

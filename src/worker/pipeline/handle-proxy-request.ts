@@ -15,6 +15,7 @@ import { type UpstreamOutcome, callUpstream } from './call-upstream.ts'
 import { type CallFacts, completionInput } from './completion-input.ts'
 import { parseJsonBody, readBodyText } from './read-body.ts'
 import { resolvePreviousResponseBody, sessionCompletionLookup } from './resolve-previous-response.ts'
+import { restoreReplayedToolInputs } from './restore-tool-inputs.ts'
 import { authenticateSession } from './session-access.ts'
 import { type CallTarget, resolveCallTarget } from './call-target.ts'
 import { captureSize } from './capture-budget.ts'
@@ -50,7 +51,10 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   const originalText = await readBodyText(request, config.maxBodyBytes)
   let body = parseJsonBody(originalText)
   if (adapter.id === 'openai-responses') body = await resolvePreviousResponseBody(body, sessionCompletionLookup(access.stub))
+  const restored = adapter.id === 'anthropic' ? await restoreReplayedToolInputs(body, access.stub) : null
+  if (restored) body = restored.body
   const parsed = adapter.parseRequest(body, url)
+  if (restored?.warning) parsed.warnings.push(restored.warning)
   // A finalized or ended session's token is revoked: refused before the engine is called.
   await access.stillValid()
   const upstream = target.upstream

@@ -27,3 +27,10 @@ export const anthropic: ProviderAdapter = {
     buildResponse: (inputTokens) => ({ input_tokens: inputTokens }),
   },
 }
+
+export {
+  restoredToolInputWarning,
+  restoreSampledToolInputs,
+  type ToolInputRestore,
+  toolInputRestoreCandidates,
+} from './anthropic-tool-input-restore.ts'
