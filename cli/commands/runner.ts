@@ -7,7 +7,7 @@
  * second one cancels (partial results still reported, exit 1).
  */
 import { hostname } from 'node:os'
-import { join } from 'node:path'
+import { isAbsolute, join, resolve } from 'node:path'
 import { type Command, InvalidArgumentError, Option } from 'commander'
 import { discoverModel, RunnerAgent } from '../../runner/agent.ts'
 import { defaultStateDir } from '../../runner/connection/secret-store.ts'
@@ -16,6 +16,7 @@ import { SessionFlow, type SessionJob } from '../../runner/session/session-flow.
 import { startStatusServer } from '../../runner/status/status-server.ts'
 import { Reporter } from '../../runner/status/reporter.ts'
 import type { StageHandlers } from '../../runner/pools/pipeline.ts'
+import type { ReadOnlyBind } from '../../runner/runtime/runtime.ts'
 
 export interface RunnerCommandOptions {
   edge: string
@@ -25,6 +26,8 @@ export interface RunnerCommandOptions {
   upstreamKind: 'vllm' | 'sglang' | 'openai'
   runtime: 'local' | 'docker' | 'apptainer'
   image: string | null
+  /** `--ro-bind`: host paths mounted read-only into every runtime. */
+  roBind?: ReadOnlyBind[]
   maxInit: number
   maxRun: number
   maxPostrun: number
@@ -43,6 +46,19 @@ function positiveInt(name: string, min = 1) {
     if (!Number.isInteger(parsed) || parsed < min) throw new InvalidArgumentError(`${name} must be an integer ≥ ${min}`)
     return parsed
   }
+}
+
+/** `host[:inside]` (comma-separated for several): `inside` defaults to the host path; both absolute once resolved. */
+export function parseReadOnlyBinds(value: string, previous: ReadOnlyBind[] = []): ReadOnlyBind[] {
+  const binds = [...previous]
+  for (const entry of value.split(',').filter(Boolean)) {
+    const colon = entry.indexOf(':')
+    const source = resolve(colon < 0 ? entry : entry.slice(0, colon))
+    const target = colon < 0 ? source : entry.slice(colon + 1)
+    if (!isAbsolute(target)) throw new InvalidArgumentError(`--ro-bind ${entry}: the inside path must be absolute`)
+    binds.push({ source, target })
+  }
+  return binds
 }
 
 export function register(program: Command): void {
@@ -74,6 +90,11 @@ export function register(program: Command): void {
         .default('local'),
     )
     .addOption(new Option('--image <image>', 'image of tasks that name no runtime (docker, apptainer)').env('ROLLGATE_RUNTIME_IMAGE'))
+    .addOption(
+      new Option('--ro-bind <host[:inside]>', 'host path mounted read-only into every runtime (repeatable; env: comma-separated)')
+        .env('ROLLGATE_RUNTIME_RO_BINDS')
+        .argParser(parseReadOnlyBinds),
+    )
     .addOption(new Option('--max-init <n>', 'INIT workers').env('ROLLGATE_MAX_INIT').argParser(positiveInt('--max-init')).default(2))
     .addOption(new Option('--max-run <n>', 'RUNNING slots').env('ROLLGATE_MAX_RUN').argParser(positiveInt('--max-run')).default(2))
     .addOption(
@@ -126,6 +147,7 @@ export async function runRunner(options: RunnerCommandOptions, handlers?: StageH
       model,
       runtime: options.runtime,
       image: options.image ?? null,
+      readOnlyBinds: options.roBind ?? [],
       log,
     }),
   )

@@ -13,6 +13,7 @@ import { getHarness } from '../harness/index.ts'
 import { ensureHarnessInstalled } from '../harness/install.ts'
 import { cliPath, harnessHostMounts } from '../harness/run.ts'
 import { createRuntime } from '../runtime/index.ts'
+import type { ReadOnlyBind } from '../runtime/runtime.ts'
 import type { SessionFlowDeps } from './session-flow.ts'
 
 export interface DefaultDepsOptions {
@@ -23,6 +24,8 @@ export interface DefaultDepsOptions {
   runtime: RuntimeBackend
   /** `--image`: image of tasks that name no runtime, for docker / apptainer. */
   image: string | null
+  /** `--ro-bind`: host paths mounted read-only into every runtime (beside the harness CLI's own mounts). */
+  readOnlyBinds?: ReadOnlyBind[]
   /** Parent of the local runtime's private per-session roots. */
   runtimeStateDir?: string
   log?(event: string, fields?: Record<string, unknown>): void
@@ -56,10 +59,9 @@ export function defaultSessionDeps(options: DefaultDepsOptions): SessionFlowDeps
       createRuntime(spec, context, {
         defaultBackend: options.runtime,
         defaultImage: options.image,
-        local: {
-          readOnlyBinds: extras?.readOnlyBinds ?? [],
-          ...(options.runtimeStateDir ? { stateDir: options.runtimeStateDir } : {}),
-        },
+        // every backend: the harness CLI runs from the host cache whatever the runtime
+        readOnlyBinds: [...(options.readOnlyBinds ?? []), ...(extras?.readOnlyBinds ?? [])],
+        ...(options.runtimeStateDir ? { local: { stateDir: options.runtimeStateDir } } : {}),
       }),
     harness: getHarness,
     installHarness: (harness) => hostHarnessCli(harness, options.log),

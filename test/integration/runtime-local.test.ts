@@ -172,6 +172,22 @@ describe('local runtime: exec, files', () => {
     expect(failing).toMatchObject({ exitCode: 3, stdout: 'out\n', stderr: 'err\n', timedOut: false, cancelled: false })
   })
 
+  it("puts the runner's own Node first on PATH, also after a login profile that resets PATH", async () => {
+    const { runtime } = await startRuntime()
+    // The host's /etc/profile (bound read-only) sets PATH for the login shell; a harness spawning `node`
+    // must still get the runner's pinned Node (≥ 22), not whatever the host has in /usr/bin.
+    const result = await runtime.exec({
+      command: 'command -v node; node -p process.version; echo "$PATH"',
+      env: { PATH: '/usr/bin:/bin' },
+    })
+    expect(result.stderr).toBe('')
+    const [path, version, pathVar] = result.stdout.trim().split('\n')
+    expect(path).toBe('/run/rollgate/bin/node')
+    expect(version).toBe(process.version)
+    expect(pathVar?.split(':')[0]).toBe('/run/rollgate/bin')
+    const readOnly = await runtime.exec({ command: 'touch /run/rollgate/bin/x 2>&1; ls /run/rollgate/bin' })
+    expect(readOnly.stdout.trim().split('\n').at(-1)).toBe('node')
+  })
   it('creates a work dir under the session mount at start; an upload fills it (the fix-stats task layout)', async () => {
     const { runtime, sessionDir } = await startRuntime({ backend: 'local', workdir: '/polar/session/workspace' })
     const source = join(base, 'workspace-src')

@@ -59,6 +59,8 @@ export function startRunner(
           '--json-logs',
           ...(options.readyBuffer !== null ? ['--ready-buffer', String(options.readyBuffer)] : []),
           ...(options.workDir ? ['--work-dir', options.workDir] : []),
+          ...(options.image ? ['--image', options.image] : []),
+          ...(options.roBind ?? []).flatMap((bind) => ['--ro-bind', `${bind.source}:${bind.target}`]),
         ]
   const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...extraEnv } })
   const lines: LogLine[] = []

@@ -7,7 +7,8 @@
  * the files of the previous ones anywhere: HOME=/root, /tmp, the work dir, /tests, /app, …) with the host's
  * system dirs bound read-only over it, a fresh `/proc` with `/proc/sys` read-only, a minimal `/dev`, the
  * session dir at `/polar/session` and the runner's helpers read-only under `/run/rollgate` (edge socket,
- * launcher, Node binary). Symlinked system dirs (`/bin -> usr/bin`) are plain symlinks in the private root,
+ * launcher, and the runner's own Node — the pinned Node 22 — alone in `/run/rollgate/bin`, which the
+ * launcher puts first on PATH after the login shell's profile, so a harness that spawns `node` gets it). Symlinked system dirs (`/bin -> usr/bin`) are plain symlinks in the private root,
  * kept in place by the runtime. New PID, IPC, UTS, cgroup and network namespaces (only `lo`); as root every
  * capability is dropped, otherwise a user namespace without capabilities and with further user namespaces
  * disabled. Whatever the sandbox leaves in its root (symlinks included) only shapes its own mount
@@ -18,7 +19,9 @@ import { SESSION_MOUNT } from '../runtime.ts'
 /** Inside paths of the runner's helpers. */
 export const CONTROL_MOUNT = '/run/rollgate'
 export const EDGE_SOCKET_INSIDE = `${CONTROL_MOUNT}/edge.sock`
-export const NODE_INSIDE = `${CONTROL_MOUNT}/node`
+/** Holds only the runner's Node binary; first on every exec's PATH. */
+export const NODE_BIN_INSIDE = `${CONTROL_MOUNT}/bin`
+export const NODE_INSIDE = `${NODE_BIN_INSIDE}/node`
 export const LAUNCHER_INSIDE = `${CONTROL_MOUNT}/launcher.mjs`
 
 /** A host system dir as the sandbox sees it: read-only bind, or the same symlink (`/bin -> usr/bin`). */
@@ -66,7 +69,9 @@ export function bwrapArgs(plan: BwrapPlan): { options: string[]; command: string
   args.push('--dev', '/dev', '--tmpfs', '/dev/shm')
   args.push('--bind', plan.sessionDir, SESSION_MOUNT)
   args.push('--ro-bind', plan.edgeSocket, EDGE_SOCKET_INSIDE)
-  args.push('--ro-bind', plan.nodeBinary, NODE_INSIDE, '--ro-bind', plan.launcher, LAUNCHER_INSIDE)
+  // The Node binary alone in a read-only dir (a tmpfs made read-only once it is in): nothing else on PATH.
+  args.push('--tmpfs', NODE_BIN_INSIDE, '--ro-bind', plan.nodeBinary, NODE_INSIDE, '--remount-ro', NODE_BIN_INSIDE)
+  args.push('--ro-bind', plan.launcher, LAUNCHER_INSIDE)
   for (const bind of plan.readOnlyBinds) args.push('--ro-bind', bind.source, bind.target)
   args.push('--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-net', '--unshare-cgroup-try')
   if (plan.privileged) args.push('--cap-drop', 'ALL')
@@ -74,7 +79,7 @@ export function bwrapArgs(plan: BwrapPlan): { options: string[]; command: string
   args.push('--hostname', 'rollgate-sandbox', '--die-with-parent', '--new-session', '--clearenv')
   for (const [key, value] of Object.entries(plan.env)) args.push('--setenv', key, value)
   args.push('--chdir', plan.cwd)
-  const command = [NODE_INSIDE, LAUNCHER_INSIDE, 'run']
+  const command = [NODE_INSIDE, LAUNCHER_INSIDE, 'run', '--path-prefix', NODE_BIN_INSIDE]
   if (plan.edgePort !== null) command.push('--port', String(plan.edgePort), '--socket', EDGE_SOCKET_INSIDE)
   command.push('--', plan.command)
   return { options: args, command }

@@ -5,10 +5,11 @@
  * type stripping saves ~0.3 s per exec on a loaded host.
  *
  * Modes:
- * - `run --port P --socket S [--pidfile F] -- <command>`: listen on `127.0.0.1:P` (when `--port` is given)
- *   and relay every connection to the unix socket S (the runner's end of the edge relay), then run
- *   `bash -lc <command>` (`sh -lc` when the image has no bash) in its own process group, forward its exit
- *   status and, on SIGTERM/SIGINT/SIGHUP, kill the whole group. The port is up before the command starts.
+ * - `run --port P --socket S [--pidfile F] [--path-prefix D] -- <command>`: listen on `127.0.0.1:P` (when
+ *   `--port` is given) and relay every connection to the unix socket S (the runner's end of the edge
+ *   relay), then run `bash -lc <command>` (`sh -lc` when the image has no bash) in its own process group,
+ *   forward its exit status and, on SIGTERM/SIGINT/SIGHUP, kill the whole group. The port is up before the
+ *   command starts. `--path-prefix`: D goes first on PATH after the login profile (which resets PATH).
  * - `serve --port P --socket S [--ready F]`: only the relay, until killed (a container's main process);
  *   writes F once listening.
  * - `idle [--ready F]`: wait until killed (a container's main process when nothing is relayed).
@@ -52,6 +53,11 @@ function shell() {
   return '/bin/sh'
 }
 
+/** @param {string} value */
+function shellQuote(value) {
+  return `'${value.replaceAll("'", `'\\''`)}'`
+}
+
 /** @param {string[]} args */
 async function run(args) {
   const { flags, rest } = parseFlags(args)
@@ -60,7 +66,9 @@ async function run(args) {
   const port = flags.get('port')
   const socketPath = flags.get('socket')
   if (port && socketPath) await relay(Number(port), socketPath)
-  const child = spawn(shell(), ['-lc', command], { stdio: 'inherit', detached: true })
+  const prefix = flags.get('path-prefix')
+  const script = prefix ? `PATH=${shellQuote(prefix)}:"$PATH"; export PATH\n${command}` : command
+  const child = spawn(shell(), ['-lc', script], { stdio: 'inherit', detached: true })
   const pidfile = flags.get('pidfile')
   if (pidfile && child.pid) writeFileSync(pidfile, String(child.pid))
   const killGroup = () => {
