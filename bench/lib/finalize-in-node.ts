@@ -2,11 +2,12 @@
  * @module
  * The session object's plain classes in Node: finalize one builder from a session's SQLite file (a copy of
  * the Durable Object's, written by Miniflare) to a measuring in-memory bucket, sampling the V8 heap at
- * every chunk. `bench:long-session` runs it with `--max-old-space-size=128` (a Durable Object's memory):
+ * every chunk, hashing what it writes. `bench:long-session` runs it with `--max-old-space-size=128` (a Durable Object's memory):
  * finishing at all is the bound; `heap_peak_mb - heap_start_mb` is the growth. Prints one JSON line.
  *
  * Usage: node bench/lib/finalize-in-node.ts <session.sqlite> <per_request|prefix_merging> [config JSON]
  */
+import { createHash } from 'node:crypto'
 import { getHeapStatistics } from 'node:v8'
 import { BlobStore } from '../../src/durable/session/blob-store.ts'
 import { CompletionLog } from '../../src/durable/session/completion-log.ts'
@@ -26,9 +27,11 @@ const log = new CompletionLog(sql, new BlobStore(bucket), config.session_id)
 const heapMb = () => getHeapStatistics().used_heap_size / 1024 / 1024
 const start = heapMb()
 let peak = start
+const digest = createHash('sha256')
 async function* sampled(chunks: AsyncIterable<string>) {
   for await (const chunk of chunks) {
     peak = Math.max(peak, heapMb())
+    digest.update(chunk)
     yield chunk
   }
 }
@@ -51,5 +54,7 @@ console.log(
     heap_start_mb: Math.round(start),
     heap_peak_mb: Math.round(peak),
     heap_growth_mb: Math.round(peak - start),
+    /** Of the written text (tests compare it with the in-memory builder's). */
+    sha256: digest.digest('hex'),
   }),
 )

@@ -54,11 +54,29 @@ interface Failure {
 
 type Attempt = { kind: 'done' } | { kind: 'failed'; related: boolean; failure: Failure }
 
+/** Route `trainable` (arrival order) into segments. */
 export function chainRecords(
   trainable: readonly CompletionRecord[],
   allRecords: readonly CompletionRecord[],
   options: ChainOptions,
 ): Segment[] {
+  const chainer = createChainer(allRecords, options)
+  for (const record of trainable) chainer.route(record)
+  return chainer.segments
+}
+
+export interface Chainer {
+  /** Route one trainable record; call in arrival order. */
+  route(record: CompletionRecord): void
+  /** Segments in creation order (complete once every trainable record is routed). */
+  readonly segments: Segment[]
+}
+
+/**
+ * The routing state, fed one record at a time: a streamed build loads each record's request just
+ * before routing it (`allRecords` must already hold every record, for `prompt_delta` parents).
+ */
+export function createChainer(allRecords: readonly CompletionRecord[], options: ChainOptions): Chainer {
   const { config, eot } = options
   const alignOptions: Omit<AlignOptions, 'previousFirstEot' | 'previousInterStart'> = {
     eot,
@@ -328,8 +346,7 @@ export function chainRecords(
     open(record, { origin: 'root', parent: null })
   }
 
-  for (const record of trainable) route(record)
-  return segments
+  return { route, segments }
 }
 
 /**

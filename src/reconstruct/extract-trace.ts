@@ -32,6 +32,17 @@ export function promptMessages(record: CompletionRecord): JsonObject[] {
   return Array.isArray(messages) ? (messages as JsonObject[]) : []
 }
 
+/**
+ * How many messages the request holds. A streamed build drops a routed record's messages and keeps
+ * their count as `prompt_message_count` (see `src/durable/session/log-records.ts`).
+ */
+export function promptMessageCount(record: CompletionRecord): number {
+  const messages = record.request.messages
+  if (Array.isArray(messages)) return messages.length
+  const count = (record as { prompt_message_count?: unknown }).prompt_message_count
+  return typeof count === 'number' ? count : 0
+}
+
 /** `request.tools`, or null when absent or empty-shaped (Polar: `request.tools or None`). */
 export function requestTools(record: CompletionRecord): JsonObject[] | null {
   const tools = record.request.tools

@@ -6,8 +6,8 @@
  * `metadata.reconstruction_stats` (Polar's counters first).
  */
 import type { CompletionRecord } from '../contract/completion-record.ts'
-import type { Trajectory } from '../contract/trajectory.ts'
-import { chainRecords } from './chain-records.ts'
+import type { Trace, Trajectory } from '../contract/trajectory.ts'
+import { createChainer } from './chain-records.ts'
 import { labelBranches } from './classify-branch.ts'
 import type { PrefixMergingConfig } from './config.ts'
 import { detectEotSession } from './end-of-turn.ts'
@@ -106,51 +106,85 @@ function reconstructionStats(
   }
 }
 
-export function buildPrefixMerging(records: readonly CompletionRecord[], options: PrefixMergingOptions): Trajectory {
-  const { config, session } = options
-  if (config.strict) return buildPrefixMergingStrict(records, session, config.end_of_turn_token_id)
+/** The trajectory's shell and its traces in output order, each finalized only when asked for. */
+export interface PrefixMergingPlan {
+  status: Trajectory['status']
+  metadata: Trajectory['metadata']
+  error: string | null
+  entries: PlannedTrace[]
+}
 
+export interface PlannedTrace {
+  /** The record whose prompt and request (messages, tools) the trace starts with. */
+  first: CompletionRecord
+  /** Build the trace (its token arrays are allocated here, once). */
+  build(): Trace
+}
+
+/**
+ * One tolerant prefix_merging build, fed one trainable record at a time (`route`, in the order of
+ * `trainable`), then `finish`ed into a plan. `buildPrefixMerging` runs it over records in memory; the
+ * session object runs it over the durable log, loading each record just before it is routed and
+ * streaming the planned traces one by one (`src/durable/session/trajectory-stream.ts`).
+ */
+export interface PrefixMergingRun {
+  trainable: readonly CompletionRecord[]
+  route(record: CompletionRecord): void
+  finish(): PrefixMergingPlan
+}
+
+export function startPrefixMerging(records: readonly CompletionRecord[], options: PrefixMergingOptions): PrefixMergingRun {
+  const { config, session } = options
   const { trainable, excluded } = partitionRecords(records)
   const eot = config.end_of_turn_token_id ?? detectEotSession(trainable)
-  const segments = chainRecords(trainable, records, {
+  const chainer = createChainer(records, {
     config,
     eot,
     ...(options.decode === undefined ? {} : { decode: options.decode }),
   })
-  labelBranches(segments)
+  const finish = (): PrefixMergingPlan => {
+    const segments = chainer.segments
+    labelBranches(segments)
+    // Position of each segment inside its chain (creation order), then traces in arrival order.
+    const chainPositions = new Map<number, number>()
+    const positioned = segments.map((segment) => {
+      const position = chainPositions.get(segment.chain) ?? 0
+      chainPositions.set(segment.chain, position + 1)
+      return { segment, position }
+    })
+    positioned.sort((a, b) => a.segment.firstSeq - b.segment.firstSeq || a.segment.index - b.segment.index)
+    const entries = positioned.map(({ segment, position }) => ({
+      first: (segment.turns[0] as Segment['turns'][number]).record,
+      build: () => finalizeSegment(segment, position),
+    }))
 
-  // Position of each segment inside its chain (creation order), then traces in arrival order.
-  const chainPositions = new Map<number, number>()
-  const positioned = segments.map((segment) => {
-    const position = chainPositions.get(segment.chain) ?? 0
-    chainPositions.set(segment.chain, position + 1)
-    return { segment, position }
-  })
-  positioned.sort((a, b) => a.segment.firstSeq - b.segment.firstSeq || a.segment.index - b.segment.index)
-  const traces = positioned.map(({ segment, position }) => finalizeSegment(segment, position))
-
-  const excludedByReason: Record<string, number> = {}
-  for (const entry of excluded) increment(excludedByReason, entry.reason)
-  const metadata = {
-    ...trajectoryMetadata('prefix_merging', records, session, traces.length),
-    reconstruction_stats: reconstructionStats(segments, trainable.length, records.length, excludedByReason),
-    reconstruction: {
-      mode: 'tolerant',
-      preset: config.preset ?? null,
-      end_of_turn_token_id: eot,
-      end_of_turn_token_source: config.end_of_turn_token_id === null ? 'auto' : 'config',
-      max_context_drift_tokens: config.max_context_drift_tokens,
-      retry_policy: config.retry_policy,
-    },
-    excluded_completions: excluded,
-  }
-  if (traces.length === 0) {
-    return {
-      status: 'ERROR',
-      metadata,
-      traces,
-      error: records.length === 0 ? 'no completions' : 'no trainable completions',
+    const excludedByReason: Record<string, number> = {}
+    for (const entry of excluded) increment(excludedByReason, entry.reason)
+    const metadata = {
+      ...trajectoryMetadata('prefix_merging', records, session, entries.length),
+      reconstruction_stats: reconstructionStats(segments, trainable.length, records.length, excludedByReason),
+      reconstruction: {
+        mode: 'tolerant',
+        preset: config.preset ?? null,
+        end_of_turn_token_id: eot,
+        end_of_turn_token_source: config.end_of_turn_token_id === null ? 'auto' : 'config',
+        max_context_drift_tokens: config.max_context_drift_tokens,
+        retry_policy: config.retry_policy,
+      },
+      excluded_completions: excluded,
     }
+    if (entries.length === 0) {
+      return { status: 'ERROR', metadata, entries, error: records.length === 0 ? 'no completions' : 'no trainable completions' }
+    }
+    return { status: 'COMPLETED', metadata, entries, error: null }
   }
-  return { status: 'COMPLETED', metadata, traces, error: null }
+  return { trainable, route: chainer.route, finish }
+}
+
+export function buildPrefixMerging(records: readonly CompletionRecord[], options: PrefixMergingOptions): Trajectory {
+  if (options.config.strict) return buildPrefixMergingStrict(records, options.session, options.config.end_of_turn_token_id)
+  const run = startPrefixMerging(records, options)
+  for (const record of run.trainable) run.route(record)
+  const plan = run.finish()
+  return { status: plan.status, metadata: plan.metadata, traces: plan.entries.map((entry) => entry.build()), error: plan.error }
 }

@@ -3,13 +3,17 @@
  * A segment is one output trace under construction: the first completion's prompt as
  * `prompt_ids`, then for each merged completion its interstitial (mask 0, a slice of that
  * completion's real prompt) and its raw sampled tokens (mask 1, with their recorded logprobs).
- * While chaining, a turn only appends two *pieces* that reference the records' arrays (O(1)); the
- * output arrays are allocated once, at their final size, when the segment is finalized.
+ * While chaining, a turn appends two *pieces*: its sampled tokens (a reference to the record's array)
+ * and its interstitial (a copy of that slice of its prompt, so the segment never holds a whole prompt
+ * but its first). The first prompt is read through its record (`promptRecord`) only when needed:
+ * records may load their prompts lazily (a streamed build over the durable log), and then a segment
+ * holds no whole prompt at all. The output arrays are allocated once, at their final size, when the
+ * segment is finalized.
  */
 import type { CompletionRecord } from '../contract/completion-record.ts'
 import type { BranchLabel, BreakReason, DriftReason, Trace, TraceTurn } from '../contract/trajectory.ts'
 import { EMPTY_DRIFT, type DriftState } from './drift-regions.ts'
-import { alignedLogprobs, promptMessages, requestTools, responseMessages } from './extract-trace.ts'
+import { alignedLogprobs, promptMessageCount, promptMessages, requestTools, responseMessages } from './extract-trace.ts'
 import { indexOfFrom, type Tokens } from './token-ops.ts'
 
 type JsonObject = Record<string, unknown>
@@ -63,7 +67,9 @@ export interface Segment {
   breakReason: BreakReason | null
   breakDetail: JsonObject | null
   retryInfo: JsonObject | null
-  prompt: Tokens
+  /** The record whose prompt is the trace's `prompt_ids` (read through it, never kept here). */
+  promptRecord: CompletionRecord
+  promptLength: number
   pieces: Piece[]
   /** Length of `response_ids` so far. */
   responseLength: number
@@ -95,7 +101,7 @@ export function tip(segment: Segment): TurnState {
 
 /** Stream position (in `prompt_ids ++ response_ids`) of the tip's first sampled token. */
 export function tipResponseStart(segment: Segment): number {
-  return segment.prompt.length + tip(segment).responseOffset
+  return segment.promptLength + tip(segment).responseOffset
 }
 
 /** Index of the piece containing response offset `offset` (pieces are in offset order). */
@@ -113,8 +119,11 @@ function pieceAt(pieces: readonly Piece[], offset: number): number {
 /** Tokens of the stream (`prompt_ids ++ response_ids`) in `[start, end)`. */
 export function streamSlice(segment: Segment, start: number, end: number): number[] {
   const out: number[] = []
-  const promptLength = segment.prompt.length
-  for (let i = start; i < Math.min(end, promptLength); i++) out.push(segment.prompt[i] as number)
+  const promptLength = segment.promptLength
+  if (start < promptLength) {
+    const prompt = segment.promptRecord.prompt_token_ids
+    for (let i = start; i < Math.min(end, promptLength); i++) out.push(prompt[i] as number)
+  }
   if (end <= promptLength) return out
   const pieces = segment.pieces
   let position = Math.max(start, promptLength) - promptLength
@@ -173,12 +182,13 @@ export function createSegment(record: CompletionRecord, init: NewSegment, eot: n
     breakReason: init.breakReason ?? null,
     breakDetail: init.breakDetail ?? null,
     retryInfo: init.retryInfo ?? null,
-    prompt,
+    promptRecord: record,
+    promptLength: prompt.length,
     pieces: [],
     responseLength: 0,
     turnsWithoutLogprobs: 0,
     responseMessages: [],
-    messageCount: promptMessages(record).length,
+    messageCount: promptMessageCount(record),
     turns: [],
     drift: EMPTY_DRIFT,
     tipFirstEot: eot === null ? -1 : indexOfFrom(prompt, eot, 0, prompt.length),
@@ -229,10 +239,12 @@ function dominantReason(byReason: Record<string, number>): DriftReason | null {
 /** Continue the segment with `record`: its interstitial (mask 0), then its sampled tokens. */
 export function appendTurn(segment: Segment, record: CompletionRecord, turn: AppendTurn): void {
   const prompt = record.prompt_token_ids
+  // A copy of the interstitial: the segment must not keep the whole prompt of every turn alive.
+  const interstitial = prompt.slice(turn.interStart)
   pushPiece(segment, {
-    tokens: prompt,
-    start: turn.interStart,
-    end: prompt.length,
+    tokens: interstitial,
+    start: 0,
+    end: interstitial.length,
     trainable: false,
     logprobs: null,
   })
@@ -275,7 +287,8 @@ export function replaceTip(
   const old = segment.turns.pop() as TurnState
   // Replacing the first completion: the re-send's own prompt becomes the trace prompt.
   if (segment.turns.length === 0) {
-    segment.prompt = record.prompt_token_ids
+    segment.promptRecord = record
+    segment.promptLength = record.prompt_token_ids.length
     drift = { state: EMPTY_DRIFT, boundaryDrift: 0 }
   }
   const lastPiece = segment.pieces[segment.pieces.length - 1]
@@ -332,6 +345,11 @@ export function trainedUnderDrift(turns: readonly { context_drift_tokens: number
   return total
 }
 
+/** A plain array for the output (records read lazily from a log hold their prompts packed). */
+function plainTokens(tokens: Tokens): number[] {
+  return Array.isArray(tokens) ? (tokens as number[]) : Array.from(tokens)
+}
+
 /** The finished trace (Polar field names; Rollgate extensions in `metadata`). */
 export function finalizeSegment(segment: Segment, chainSegmentIndex: number): Trace {
   const first = (segment.turns[0] as TurnState).record
@@ -355,7 +373,7 @@ export function finalizeSegment(segment: Segment, chainSegmentIndex: number): Tr
   // Polar: null unless every trainable token has its logprob; context slots are 0.0.
   const hasLogprobs = segment.turnsWithoutLogprobs === 0 && trainableTokens > 0
   return {
-    prompt_ids: segment.prompt as number[],
+    prompt_ids: plainTokens(segment.promptRecord.prompt_token_ids),
     response_ids: responseIds,
     loss_mask: lossMask,
     prompt_messages: promptMessages(first),

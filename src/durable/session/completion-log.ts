@@ -168,6 +168,11 @@ export class CompletionLog {
     this.#sessionId = sessionId
   }
 
+  /** What read-side helpers over the same tables need (`log-records.ts`). */
+  get storage(): { sql: Sql; blobs: BlobStore; sessionId: string } {
+    return { sql: this.#sql, blobs: this.#blobs, sessionId: this.#sessionId }
+  }
+
   count(): number {
     return this.#sql.first<{ n: number }>('SELECT COUNT(*) AS n FROM rg_completions')?.n ?? 0
   }
@@ -335,6 +340,22 @@ export class CompletionLog {
         'SELECT seq, completion_id, created_at AS timestamp, api, agent, model_requested, model_used, status, trainable, timing FROM rg_completions ORDER BY seq',
       )
       .map((row) => ({ ...row, trainable: row.trainable === 1, timing: JSON.parse(row.timing) }))
+  }
+
+  /** One completion's `request` as its record serves it (a streamed build reads requests one at a time). */
+  async request(seq: number): Promise<Record<string, unknown>> {
+    const row = this.#sql.first<CompletionRow>('SELECT * FROM rg_completions WHERE seq = ?', seq)
+    if (!row) throw new Error(`completion ${seq} missing`)
+    return this.#servedRequest(await this.#materializeRow(row), JSON.parse(row.provenance) as CompletionRecord['provenance'])
+  }
+
+  #servedRequest(full: Materialized, provenance: CompletionRecord['provenance']): Record<string, unknown> {
+    const request = JSON.parse(full.requestText) as Record<string, unknown>
+    for (const key of Object.keys(ENGINE_CAPTURE_PARAMS[provenance.upstream_kind])) delete request[key]
+    // Streaming is the harness's choice, recorded as `stream`; the engine is always called without it.
+    delete request.stream
+    delete request.stream_options
+    return request
   }
 
   async getById(completionId: string): Promise<CompletionRecord | null> {
@@ -569,11 +590,7 @@ export class CompletionLog {
   async #toSizedRecord(row: CompletionRow, options: ReadOptions = {}): Promise<{ record: CompletionRecord; bytes: number }> {
     const full = await this.#materializeRow(row)
     const provenance = JSON.parse(row.provenance) as CompletionRecord['provenance']
-    const request = JSON.parse(full.requestText) as Record<string, unknown>
-    for (const key of Object.keys(ENGINE_CAPTURE_PARAMS[provenance.upstream_kind])) delete request[key]
-    // Streaming is the harness's choice, recorded as `stream`; the engine is always called without it.
-    delete request.stream
-    delete request.stream_options
+    const request = this.#servedRequest(full, provenance)
     const responseTokens = unpackTokens(await this.#field<ArrayBuffer>(row, 'response_tokens', 'bytes'))
     const logprobs = unpackLogprobs(row.logprobs_format, await this.#field<ArrayBuffer>(row, 'logprobs', 'bytes'))
     const bytes =

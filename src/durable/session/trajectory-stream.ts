@@ -7,8 +7,12 @@
  *   fields (`CompletionLog.headers`), then one trace per trainable record, read a few records at a time.
  *   Memory holds one page of records and one trace, at any session length. The text is exactly
  *   `JSON.stringify(buildPerRequest(records))`.
- * - `prefix_merging` chains records that may continue any earlier segment, so it is built in memory from
- *   records without `original_request` (the builders never read it), then written out trace by trace.
+ * - `prefix_merging` (tolerant) runs the same algorithm as the in-memory builder (`startPrefixMerging`) over
+ *   records read lazily from the log (`log-records.ts`): each record's request is loaded just before it is
+ *   routed and reduced to its tools after; prompts go through a cache bounded in tokens. Then the planned
+ *   traces are built and written one at a time. The Polar-strict port (`strict: true`) is built in memory.
+ * - A trace is written as chunks too: its long arrays (`prompt_ids`, `response_ids`, …) in slices, so the
+ *   largest string is a slice, never a trace or the trajectory. The text is exactly `JSON.stringify`'s.
  *
  * JSON formats start with one space at once (valid JSON) so the first byte leaves before the build.
  */
@@ -16,7 +20,9 @@ import type { CompletionRecord } from '../../contract/completion-record.ts'
 import type { BuilderName, Trace, Trajectory } from '../../contract/trajectory.ts'
 import { excludedEntry, exclusionReason, traceFromRecord } from '../../reconstruct/extract-trace.ts'
 import {
+  applyMergePreset,
   checkBuilderConfig,
+  prefixMergingConfigSchema,
   reconstructTrajectory,
   toNemoGymRows,
   toSftRows,
@@ -24,7 +30,9 @@ import {
   UNKNOWN_TASK_ID,
 } from '../../reconstruct/index.ts'
 import { type SessionInfo, trajectoryMetadata } from '../../reconstruct/trajectory-metadata.ts'
+import { startPrefixMerging } from '../../reconstruct/prefix-merging.ts'
 import type { CompletionLog } from './completion-log.ts'
+import { LogRecords } from './log-records.ts'
 
 export const TRAJECTORY_FORMATS = ['trajectory', 'session_result', 'nemo-gym', 'sft', 'sft-tokens'] as const
 export type TrajectoryFormat = (typeof TRAJECTORY_FORMATS)[number]
@@ -62,7 +70,7 @@ export async function* trajectoryChunks(
   const format = request.format ?? 'trajectory'
   const json = format === 'trajectory' || format === 'session_result'
   if (json) yield ' '
-  const shell = request.builder === 'per_request' ? perRequestShell(log, request, session) : await builtShell(log, request, session)
+  const shell = request.builder === 'per_request' ? perRequestShell(log, request, session) : await prefixMergingShell(log, request, session)
   if (format === 'trajectory' || format === 'session_result') {
     if (format === 'session_result') {
       yield `{"session_id":${JSON.stringify(session.session_id)},"task_id":${JSON.stringify(session.task_id ?? UNKNOWN_TASK_ID)},"status":${JSON.stringify(shell.status)},"trajectory":`
@@ -70,7 +78,8 @@ export async function* trajectoryChunks(
     yield `{"status":${JSON.stringify(shell.status)},"metadata":${JSON.stringify(shell.metadata)},"traces":[`
     let index = 0
     for await (const trace of shell.traces) {
-      yield (index++ === 0 ? '' : ',') + JSON.stringify(trace)
+      if (index++ > 0) yield ','
+      yield* jsonChunks(trace)
     }
     summary.trace_count = index
     yield `],"error":${JSON.stringify(shell.error)}}`
@@ -121,6 +130,66 @@ function perRequestShell(log: CompletionLog, request: StreamRequest, session: Se
     traces: (async function* () {
       for await (const record of log.stream({ withoutOriginal: true })) {
         if (exclusionReason(record) === null) yield traceFromRecord(record)
+      }
+    })(),
+  }
+}
+
+/** Array elements per chunk when a trace is written (≈ 100 KB of JSON for token ids). */
+export const JSON_ARRAY_SLICE = 16_384
+
+/**
+ * `JSON.stringify(value)` of a plain object (a trace) as chunks: arrays longer than `JSON_ARRAY_SLICE`
+ * are written a slice at a time, everything else as one piece.
+ */
+export function* jsonChunks(value: object): Generator<string> {
+  let out = '{'
+  let first = true
+  for (const key of Object.keys(value)) {
+    const field = (value as Record<string, unknown>)[key]
+    if (field === undefined || typeof field === 'function' || typeof field === 'symbol') continue
+    out += `${first ? '' : ','}${JSON.stringify(key)}:`
+    first = false
+    if (Array.isArray(field) && field.length > JSON_ARRAY_SLICE) {
+      yield `${out}[`
+      for (let start = 0; start < field.length; start += JSON_ARRAY_SLICE) {
+        const slice = JSON.stringify(field.slice(start, start + JSON_ARRAY_SLICE))
+        yield (start === 0 ? '' : ',') + slice.slice(1, -1)
+      }
+      out = ']'
+    } else {
+      out += JSON.stringify(field)
+    }
+  }
+  yield `${out}}`
+}
+
+/** prefix_merging: tolerant over lazily read records (bounded memory); Polar-strict in memory. */
+async function prefixMergingShell(log: CompletionLog, request: StreamRequest, session: SessionInfo): Promise<Shell> {
+  const { config: checked, warnings } = checkBuilderConfig('prefix_merging', request.config)
+  const config = prefixMergingConfigSchema.parse(applyMergePreset(checked))
+  if (config.strict) return builtShell(log, request, session)
+  const source = new LogRecords(log)
+  const records = await source.open()
+  const run = startPrefixMerging(records, { config, session })
+  for (const record of run.trainable) {
+    await source.load(record)
+    run.route(record)
+    source.reduce(record)
+  }
+  const plan = run.finish()
+  // As `reconstructTrajectory` reports them (same key, same place).
+  if (warnings.length > 0) plan.metadata.builder_warnings = warnings
+  return {
+    status: plan.status,
+    metadata: plan.metadata,
+    error: plan.error,
+    traces: (async function* () {
+      for (const entry of plan.entries) {
+        await source.load(entry.first)
+        const trace = entry.build()
+        source.reduce(entry.first)
+        yield trace
       }
     })(),
   }

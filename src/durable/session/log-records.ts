@@ -1,0 +1,261 @@
+/**
+ * @module
+ * The session's records for a streamed build, without holding the session: every record's small fields
+ * and sampled tokens are read up front (they grow with the output, not the context), while each prompt
+ * and each request body stays in the durable log and is read only when the builder looks at it.
+ *
+ * - `prompt_token_ids` is a getter over a token cache bounded in tokens (`PROMPT_CACHE_TOKENS`): a prompt
+ *   is its delta parent's prefix plus its stored suffix, so reading the next turn's prompt costs one copy
+ *   of the parent's prefix and its own new tokens; a prompt no longer cached is rebuilt by walking its
+ *   chain back (tokens only, never the bodies).
+ * - `request` is loaded for the record being routed (`load`: its messages and tools), then `reduce`d to
+ *   its tools and message count (`prompt_message_count`), so only the messages a trace copies stay alive.
+ *
+ * Token fields spilled to R2 (a suffix over 512 KB, rare) are fetched once, up front: the getter must be
+ * synchronous.
+ */
+import type { CompletionRecord } from '../../contract/completion-record.ts'
+import type { CompletionLog } from './completion-log.ts'
+import type { Sql } from './sql.ts'
+import { unpackLogprobs, unpackTokens } from './token-codec.ts'
+
+/** Prompt tokens kept in memory at most (8 MB, packed). */
+export const PROMPT_CACHE_TOKENS = 2_000_000
+
+interface LightRow {
+  [key: string]: string | number | null | ArrayBuffer
+  seq: number
+  completion_id: string
+  created_at: string
+  api: string
+  agent: string
+  model_requested: string
+  model_used: string
+  stream: number
+  status: string
+  trainable: number
+  finish_reason: string | null
+  stop_reason: string | null
+  prompt_parent: number | null
+  prompt_shared: number
+  prompt_length: number | null
+  response_tokens: ArrayBuffer | null
+  logprobs: ArrayBuffer | null
+  logprobs_format: number
+  spilled: string | null
+  response_message: string | null
+  usage: string | null
+  warnings: string
+  error: string | null
+  timing: string
+  provenance: string
+  metadata: string
+}
+
+interface TokenRow {
+  [key: string]: string | number | null | ArrayBuffer
+  prompt_parent: number | null
+  prompt_shared: number
+  prompt_length: number | null
+  prompt_suffix: ArrayBuffer | null
+}
+
+const LIGHT_COLUMNS = `seq, completion_id, created_at, api, agent, model_requested, model_used, stream, status, trainable,
+  finish_reason, stop_reason, prompt_parent, prompt_shared, prompt_length, response_tokens, logprobs, logprobs_format,
+  spilled, response_message, usage, warnings, error, timing, provenance, metadata`
+
+/** Prompts by seq, least recently used first, bounded in tokens. */
+class PromptCache {
+  readonly #sql: Sql
+  readonly #spilledSuffixes: Map<number, Uint32Array>
+  readonly #entries = new Map<number, Uint32Array>()
+  #tokens = 0
+  /** Prompts rebuilt from the log (a measure of the cache's hit rate in tests and benchmarks). */
+  loads = 0
+
+  constructor(sql: Sql, spilledSuffixes: Map<number, Uint32Array>) {
+    this.#sql = sql
+    this.#spilledSuffixes = spilledSuffixes
+  }
+
+  get(seq: number): Uint32Array {
+    const hit = this.#entries.get(seq)
+    if (hit !== undefined) {
+      this.#entries.delete(seq)
+      this.#entries.set(seq, hit)
+      return hit
+    }
+    const prompt = this.#resolve(seq)
+    this.loads++
+    this.#entries.set(seq, prompt)
+    this.#tokens += prompt.length
+    for (const [key, old] of this.#entries) {
+      if (this.#tokens <= PROMPT_CACHE_TOKENS || key === seq) break
+      this.#entries.delete(key)
+      this.#tokens -= old.length
+    }
+    return prompt
+  }
+
+  #row(seq: number): TokenRow {
+    const row = this.#sql.first<TokenRow>(
+      'SELECT prompt_parent, prompt_shared, prompt_length, prompt_suffix FROM rg_completions WHERE seq = ?',
+      seq,
+    )
+    if (!row) throw new Error(`completion ${seq} missing`)
+    return row
+  }
+
+  #suffix(seq: number, row: TokenRow): Uint32Array {
+    return this.#spilledSuffixes.get(seq) ?? unpackTokens(row.prompt_suffix)
+  }
+
+  /** prompt = parent prompt[0:shared] + suffix, walking back until the prefix still needed is known. */
+  #resolve(seq: number): Uint32Array {
+    const row = this.#row(seq)
+    const prompt = new Uint32Array(row.prompt_length ?? 0)
+    let need = prompt.length
+    let level: TokenRow = row
+    let levelSeq = seq
+    for (;;) {
+      const suffix = this.#suffix(levelSeq, level)
+      if (need > level.prompt_shared) prompt.set(suffix.subarray(0, need - level.prompt_shared), level.prompt_shared)
+      need = Math.min(need, level.prompt_shared)
+      if (need === 0) return prompt
+      if (level.prompt_parent === null) throw new Error(`delta chain of completion ${seq} is broken: no parent for ${need} tokens`)
+      // The usual next turn: its parent is the prompt read just before (one copy of its prefix).
+      const cached = this.#entries.get(level.prompt_parent)
+      if (cached !== undefined) {
+        if (cached.length < need) throw new Error(`delta chain of completion ${seq} is broken: the base prompt is too short`)
+        prompt.set(cached.subarray(0, need), 0)
+        return prompt
+      }
+      levelSeq = level.prompt_parent
+      level = this.#row(levelSeq)
+    }
+  }
+}
+
+/** A record whose prompt is read through the cache and whose request is loaded only while it is needed. */
+class LogRecord implements CompletionRecord {
+  readonly #prompts: PromptCache
+  completion_id: string
+  session_id: string
+  seq: number
+  timestamp: string
+  api: CompletionRecord['api']
+  agent: string
+  model_requested: string
+  model_used: string
+  stream: boolean
+  status: CompletionRecord['status']
+  trainable: boolean
+  prompt_delta: CompletionRecord['prompt_delta']
+  response_token_ids: number[]
+  response_logprobs: number[] | null
+  finish_reason: string | null
+  stop_reason: string | number | null
+  /** Empty until `load`; after `reduce`, only `tools`. */
+  request: Record<string, unknown> = {}
+  /** Set by `reduce`: how many messages the request held. */
+  prompt_message_count: number | undefined = undefined
+  response_message: CompletionRecord['response_message']
+  original_request = null
+  usage: CompletionRecord['usage']
+  warnings: CompletionRecord['warnings']
+  error: string | null
+  timing: CompletionRecord['timing']
+  provenance: CompletionRecord['provenance']
+  metadata: CompletionRecord['metadata']
+
+  constructor(row: LightRow, sessionId: string, prompts: PromptCache, spilled: Map<string, ArrayBuffer>) {
+    this.#prompts = prompts
+    this.completion_id = row.completion_id
+    this.session_id = sessionId
+    this.seq = row.seq
+    this.timestamp = row.created_at
+    this.api = row.api as CompletionRecord['api']
+    this.agent = row.agent
+    this.model_requested = row.model_requested
+    this.model_used = row.model_used
+    this.stream = row.stream === 1
+    this.status = row.status as CompletionRecord['status']
+    this.trainable = row.trainable === 1
+    this.prompt_delta =
+      row.prompt_parent !== null && row.prompt_shared > 0 ? { parent_seq: row.prompt_parent, shared_prefix_len: row.prompt_shared } : null
+    this.response_token_ids = Array.from(unpackTokens(spilled.get('response_tokens') ?? row.response_tokens))
+    this.response_logprobs = unpackLogprobs(row.logprobs_format, spilled.get('logprobs') ?? row.logprobs)
+    this.finish_reason = row.finish_reason
+    this.stop_reason = row.stop_reason === null ? null : (JSON.parse(row.stop_reason) as string | number)
+    this.response_message = row.response_message ? JSON.parse(row.response_message) : null
+    this.usage = row.usage ? JSON.parse(row.usage) : null
+    this.warnings = JSON.parse(row.warnings)
+    this.error = row.error
+    this.timing = JSON.parse(row.timing)
+    this.provenance = JSON.parse(row.provenance)
+    this.metadata = JSON.parse(row.metadata)
+  }
+
+  /**
+   * A `Uint32Array` behind the record type's `number[]`: the builders only index, slice and compare
+   * token arrays, and `finalizeSegment` copies `prompt_ids` into a plain array (`plainTokens`).
+   */
+  get prompt_token_ids(): number[] {
+    return this.#prompts.get(this.seq) as unknown as number[]
+  }
+}
+
+export class LogRecords {
+  readonly #log: CompletionLog
+  #prompts: PromptCache | null = null
+
+  constructor(log: CompletionLog) {
+    this.#log = log
+  }
+
+  /** Prompts rebuilt from the log so far (cache misses). */
+  get promptLoads(): number {
+    return this.#prompts?.loads ?? 0
+  }
+
+  /** Every record (through `throughSeq`), in arrival order, with prompts and requests left in the log. */
+  async open(throughSeq = Number.POSITIVE_INFINITY): Promise<CompletionRecord[]> {
+    const { sql, blobs, sessionId } = this.#log.storage
+    const through = Number.isFinite(throughSeq) ? throughSeq : Number.MAX_SAFE_INTEGER
+    const rows = sql.all<LightRow>(`SELECT ${LIGHT_COLUMNS} FROM rg_completions WHERE seq <= ? ORDER BY seq`, through)
+    const spilledSuffixes = new Map<number, Uint32Array>()
+    const spilledByRow = new Map<number, Map<string, ArrayBuffer>>()
+    for (const row of rows) {
+      if (!row.spilled) continue
+      const keys = JSON.parse(row.spilled) as Record<string, string>
+      const fields = new Map<string, ArrayBuffer>()
+      for (const field of ['prompt_suffix', 'response_tokens', 'logprobs']) {
+        const key = keys[field]
+        if (key) fields.set(field, await blobs.getBytes(key))
+      }
+      const suffix = fields.get('prompt_suffix')
+      if (suffix) spilledSuffixes.set(row.seq, unpackTokens(suffix))
+      spilledByRow.set(row.seq, fields)
+    }
+    const prompts = new PromptCache(sql, spilledSuffixes)
+    this.#prompts = prompts
+    const none = new Map<string, ArrayBuffer>()
+    return rows.map((row) => new LogRecord(row, sessionId, prompts, spilledByRow.get(row.seq) ?? none))
+  }
+
+  /** Load the record's request (messages and tools) for the builder. */
+  async load(record: CompletionRecord): Promise<void> {
+    const target = record as LogRecord
+    target.request = await this.#log.request(record.seq)
+    target.prompt_message_count = undefined
+  }
+
+  /** Drop the request's messages once the record is routed; keep its tools and message count. */
+  reduce(record: CompletionRecord): void {
+    const target = record as LogRecord
+    const messages = target.request.messages
+    target.prompt_message_count = Array.isArray(messages) ? messages.length : 0
+    const tools = target.request.tools
+    target.request = tools === undefined ? {} : { tools }
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * The streamed prefix_merging build (records read lazily from the log, traces written in slices) against
+ * the in-memory builder on the same records: byte-identical text on random sessions with drift, branches,
+ * retries, sub-agents and excluded records, under several configs; and, in a child process under a
+ * Durable Object's 128 MB heap, a 150k-token-context session finalizes with bounded heap growth to the
+ * same bytes the in-memory builder gives.
+ */
+import { spawnSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { MemoryBucket, nodeSql } from '../../../scripts/lib/node-sqlite.ts'
+import type { CompletionRecord } from '../../../src/contract/completion-record.ts'
+import { BlobStore } from '../../../src/durable/session/blob-store.ts'
+import { CompletionLog } from '../../../src/durable/session/completion-log.ts'
+import { LogRecords } from '../../../src/durable/session/log-records.ts'
+import type { CompletionInput } from '../../../src/durable/session/record.ts'
+import { ensureSchema } from '../../../src/durable/session/schema.ts'
+import { JSON_ARRAY_SLICE, jsonChunks, trajectoryChunks } from '../../../src/durable/session/trajectory-stream.ts'
+import { reconstructTrajectory } from '../../../src/reconstruct/index.ts'
+import { completionInput, growingSessionInputs } from '../../support/records.ts'
+import { type SimOptions, simulateSession } from '../reconstruct-support/simulate-tokens.ts'
+
+const SESSION = { session_id: 'ses_stream', task_id: 'task-stream', metadata: { group_id: 'g1' } }
+
+function inputOf(record: CompletionRecord): CompletionInput {
+  return completionInput({
+    completion_id: record.completion_id,
+    timestamp: record.timestamp,
+    agent: record.agent,
+    status: record.status,
+    prompt_token_ids: record.status === 'ok' || record.prompt_token_ids.length ? Uint32Array.from(record.prompt_token_ids) : null,
+    response_token_ids: Uint32Array.from(record.response_token_ids),
+    response_logprobs: record.response_logprobs === null ? null : Float64Array.from(record.response_logprobs),
+    finish_reason: record.finish_reason,
+    stop_reason: record.stop_reason,
+    request_text: JSON.stringify(record.request),
+    original_text: JSON.stringify(record.original_request ?? record.request),
+    response_message: record.response_message,
+    metadata: record.metadata,
+  })
+}
+
+async function logOf(inputs: Iterable<CompletionInput>, path = ':memory:') {
+  const { sql, db } = nodeSql(path)
+  ensureSchema(sql)
+  const log = new CompletionLog(sql, new BlobStore(new MemoryBucket()), SESSION.session_id)
+  for (const input of inputs) await log.record(input)
+  return { log, db }
+}
+
+async function streamed(log: CompletionLog, config: Record<string, unknown>): Promise<string> {
+  let text = ''
+  for await (const chunk of trajectoryChunks(log, { builder: 'prefix_merging', config }, SESSION)) text += chunk
+  return text.trim()
+}
+
+async function inMemory(log: CompletionLog, config: Record<string, unknown>): Promise<string> {
+  return JSON.stringify(
+    reconstructTrajectory(await log.all({ withoutOriginal: true }), { builder: 'prefix_merging', config, session: SESSION }),
+  )
+}
+
+const simOptions: fc.Arbitrary<SimOptions> = fc.record({
+  seed: fc.integer({ min: 1, max: 2 ** 31 - 1 }),
+  mainTurns: fc.integer({ min: 1, max: 9 }),
+  thinking: fc.constantFrom('off', 'on-replay', 'on-strip'),
+  retokenizeRate: fc.constantFrom(0, 0.3, 1),
+  nonce: fc.boolean(),
+  subAgents: fc.integer({ min: 0, max: 2 }),
+  labelSubAgents: fc.boolean(),
+  sideCalls: fc.integer({ min: 0, max: 2 }),
+  retryRate: fc.constantFrom(0, 0.2),
+  abandonRate: fc.constantFrom(0, 0.2),
+  truncateRate: fc.constantFrom(0, 0.2),
+  compactAt: fc.option(fc.integer({ min: 1, max: 6 }), { nil: null }),
+  noLogprobRate: fc.constantFrom(0, 0.1),
+  deltaMode: fc.constantFrom('true', 'best', 'previous', 'none'),
+})
+
+const mergeConfig = fc.oneof(
+  fc.record({ preset: fc.constantFrom('exact', 'tolerant', 'strict') }),
+  fc.record({
+    max_context_drift_tokens: fc.constantFrom(0, 16, 1_000_000),
+    retry_policy: fc.constantFrom('keep_last', 'keep_first'),
+    boundary_window_tokens: fc.constantFrom(4, 32),
+  }),
+)
+
+describe('streamed prefix_merging', () => {
+  it('equals the in-memory builder byte for byte on random sessions and configs', async () => {
+    await fc.assert(
+      fc.asyncProperty(simOptions, mergeConfig, async (options, config) => {
+        const { records } = simulateSession(options)
+        const { log } = await logOf(records.map(inputOf))
+        expect(await streamed(log, config)).toBe(await inMemory(log, config))
+      }),
+      { numRuns: 60 },
+    )
+  }, 120_000)
+
+  it('writes long arrays in slices, with exactly JSON.stringify text', () => {
+    const trace = { prompt_ids: Array.from({ length: 2 * JSON_ARRAY_SLICE + 7 }, (_, i) => i), skipped: undefined, mask: [1, 0], name: 'x' }
+    const chunks = [...jsonChunks(trace)]
+    expect(chunks.join('')).toBe(JSON.stringify(trace))
+    expect(Math.max(...chunks.map((chunk) => chunk.length))).toBeLessThan(JSON_ARRAY_SLICE * 8)
+  })
+
+  it('reads each prompt from the log once on a growing session (the cache follows the delta chain)', async () => {
+    const { log } = await logOf(growingSessionInputs(300, 400, 60, 20))
+    const source = new LogRecords(log)
+    const records = await source.open()
+    let tokens = 0
+    for (const record of records) tokens += record.prompt_token_ids.length
+    expect(source.promptLoads).toBe(records.length)
+    for (const record of records.slice(-5))
+      expect(Array.from(record.prompt_token_ids)).toEqual((await log.get(record.seq))?.prompt_token_ids)
+    expect(tokens).toBeGreaterThan(0)
+  })
+
+  it('finalizes a 150k-token-context session under a 128 MB heap to the in-memory builder bytes', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rollgate-stream-'))
+    try {
+      const path = join(dir, 'session.sqlite')
+      // 300 turns × 500 new tokens: a 153k-token final prompt; every prompt stored once would be 23 M tokens.
+      const { log, db } = await logOf(growingSessionInputs(300, 3000, 500, 34), path)
+      db.prepare("INSERT INTO rg_meta (key, value) VALUES ('session', ?)").run(JSON.stringify({ ...SESSION, created_at: '' }))
+      const config = { preset: 'tolerant' }
+      const expected = createHash('sha256')
+        .update(` ${await inMemory(log, config)}`)
+        .digest('hex')
+      db.close()
+      const run = spawnSync(
+        process.execPath,
+        ['--max-old-space-size=128', 'bench/lib/finalize-in-node.ts', path, 'prefix_merging', JSON.stringify(config)],
+        { encoding: 'utf8', timeout: 120_000 },
+      )
+      expect(run.status, run.stderr.slice(-800)).toBe(0)
+      const result = JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '{}') as { sha256: string; heap_growth_mb: number }
+      expect(result.sha256).toBe(expected)
+      expect(result.heap_growth_mb).toBeLessThanOrEqual(64)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  }, 180_000)
+})
