@@ -51,7 +51,7 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   const originalText = await readBodyText(request, config.maxBodyBytes)
   let body = parseJsonBody(originalText)
   if (adapter.id === 'openai-responses') body = await resolvePreviousResponseBody(body, sessionCompletionLookup(access.stub))
-  const restored = adapter.id === 'anthropic' ? await restoreReplayedToolInputs(body, access.stub) : null
+  const restored = adapter.id === 'anthropic' ? await restoreReplayedToolInputs(body, access.sessionId, access.stub) : null
   if (restored) body = restored.body
   const parsed = adapter.parseRequest(body, url)
   if (restored?.warning) parsed.warnings.push(restored.warning)

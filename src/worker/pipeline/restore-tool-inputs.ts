@@ -2,12 +2,13 @@
  * @module
  * Put a harness's replayed tool calls back to the arguments the model sampled when the harness only filled
  * in schema defaults (Claude Code's `Edit … "replace_all": false`): the rule is the Anthropic adapter's
- * `restoreSampledToolInputs`; this step reads the sampled calls from the session log, one slim indexed RPC
- * (`responseMessages`) and only when a replayed call carries a schema-default value. The harness's bytes
- * stay the recorded `original_request`; the completion gets the warning `tool_input_defaults_dropped`.
+ * `restoreSampledToolInputs`; this step supplies the sampled calls from the session log — only when a
+ * replayed call carries a schema-default value, through one slim indexed RPC (`responseMessages`, no token
+ * ids decoded) for the completions this isolate has not read yet. The harness's bytes stay the recorded
+ * `original_request`; the completion gets the warning `tool_input_defaults_dropped`.
  *
  * Wiring (in `handle-proxy-request.ts`, before `adapter.parseRequest`):
- * `if (adapter.id === 'anthropic') restored = await restoreReplayedToolInputs(body, access.stub)`
+ * `if (adapter.id === 'anthropic') restored = await restoreReplayedToolInputs(body, access.sessionId, access.stub)`
  */
 import {
   restoredToolInputWarning,
@@ -22,14 +23,54 @@ export interface ResponseMessagesById {
   responseMessages(completionIds: string[]): Promise<Record<string, ResponseMessage>>
 }
 
+/**
+ * Sampled messages already read, per isolate (a committed record never changes), so a long session reads
+ * each replayed call's completion once, not on every call. Bounded by total characters.
+ */
+const CACHE_MAX_CHARS = 8 * 1024 * 1024
+const cache = new Map<string, { message: ResponseMessage; chars: number }>()
+let cachedChars = 0
+
+function remember(key: string, message: ResponseMessage) {
+  const chars = JSON.stringify(message).length
+  if (chars > CACHE_MAX_CHARS / 16) return
+  while (cachedChars + chars > CACHE_MAX_CHARS && cache.size > 0) {
+    const [oldest, entry] = cache.entries().next().value as [string, { chars: number }]
+    cache.delete(oldest)
+    cachedChars -= entry.chars
+  }
+  cache.set(key, { message, chars })
+  cachedChars += chars
+}
+
+/** Forget every cached message (tests). */
+export function clearRestoreCache() {
+  cache.clear()
+  cachedChars = 0
+}
+
 export async function restoreReplayedToolInputs(
   body: unknown,
+  sessionId: string,
   session: ResponseMessagesById,
 ): Promise<{ body: unknown; warning: Warning | null }> {
   const ids = toolInputRestoreCandidates(body)
   if (ids.length === 0) return { body, warning: null }
-  // The most recent calls matter most for merging; a history with more candidates keeps its oldest as sent.
-  const found = await session.responseMessages(ids.slice(-MAX_RESPONSE_MESSAGE_LOOKUPS))
-  const restore = restoreSampledToolInputs(body, new Map(Object.entries(found)))
+  const sampled = new Map<string, ResponseMessage>()
+  const missing: string[] = []
+  for (const id of ids) {
+    const hit = cache.get(`${sessionId}\u0000${id}`)
+    if (hit) sampled.set(id, hit.message)
+    else missing.push(id)
+  }
+  if (missing.length > 0) {
+    // The most recent calls matter most for merging; beyond the bound the oldest stay as sent.
+    const found = await session.responseMessages(missing.slice(-MAX_RESPONSE_MESSAGE_LOOKUPS))
+    for (const [id, message] of Object.entries(found)) {
+      sampled.set(id, message)
+      remember(`${sessionId}\u0000${id}`, message)
+    }
+  }
+  const restore = restoreSampledToolInputs(body, sampled)
   return { body: restore.body, warning: restoredToolInputWarning(restore) }
 }
