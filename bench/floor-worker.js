@@ -1,21 +1,70 @@
 /**
  * @module
- * The bare floor Worker of `bench:gateway`: what any gateway in workerd must at least do, and nothing
- * more. It parses the chat request, forwards it to the engine (`env.FLOOR_UPSTREAM_URL`, the same
- * vLLM-shaped stub the edge calls), parses the engine's answer and returns a small JSON. No storage,
- * no authentication, no Durable Object. It runs in the same Miniflare (same workerd) as the edge,
- * routed at `/floor/*`, so the edge's figures can be read as ratios to this floor.
+ * The floor Workers of `bench:gateway`: what any gateway in workerd must at least do, and nothing more.
+ *
+ * `/floor/*`: parses the chat request, forwards it to the engine (`env.FLOOR_UPSTREAM_URL`, the same
+ * vLLM-shaped stub the edge calls), parses the engine's answer and returns a small JSON. No storage, no
+ * authentication, no Durable Object.
+ *
+ * `/floor-durable/*`: the same plus the least a *durable* capture needs in workerd: one Durable Object
+ * round trip before the engine call (a session's "may it still call?" check) and one after it that commits
+ * the request text and the answer's token ids and logprobs to the object's SQLite (one row, as binary),
+ * answered only once the commit is durable (the output gate). Sessions are named by `x-floor-session`.
+ * The gap between the two floors is the price of durability in this runtime, which no gateway avoids.
+ *
+ * It runs in the same Miniflare (same workerd) as the edge, so the edge's figures read as ratios to these.
  */
+import { DurableObject } from 'cloudflare:workers'
+
+export class FloorSession extends DurableObject {
+  /**
+   * @param {DurableObjectState} ctx
+   * @param {unknown} env
+   */
+  constructor(ctx, env) {
+    super(ctx, env)
+    this.sql = ctx.storage.sql
+    this.sql.exec('CREATE TABLE IF NOT EXISTS calls (seq INTEGER PRIMARY KEY, request TEXT, prompt BLOB, response BLOB, logprobs BLOB)')
+  }
+
+  /** The pre-call check: nothing to refuse here, but the round trip is real. */
+  check() {
+    return null
+  }
+
+  /**
+   * @param {string} request
+   * @param {Uint32Array} prompt
+   * @param {Uint32Array} response
+   * @param {Float64Array} logprobs
+   */
+  record(request, prompt, response, logprobs) {
+    this.sql.exec(
+      'INSERT INTO calls (request, prompt, response, logprobs) VALUES (?, ?, ?, ?)',
+      request,
+      prompt.buffer,
+      response.buffer,
+      logprobs.buffer,
+    )
+    return this.sql.exec('SELECT last_insert_rowid() AS seq').one().seq
+  }
+}
+
 export default {
   /**
    * @param {Request} request
-   * @param {{ FLOOR_UPSTREAM_URL: string }} env
+   * @param {{ FLOOR_UPSTREAM_URL: string, FLOOR_SESSIONS: DurableObjectNamespace<FloorSession> }} env
    */
   async fetch(request, env) {
-    const body = JSON.parse(await request.text())
+    const durable = new URL(request.url).pathname.startsWith('/floor-durable/')
+    const session = durable ? env.FLOOR_SESSIONS.get(env.FLOOR_SESSIONS.idFromName(request.headers.get('x-floor-session') ?? 'one')) : null
+    const checked = session?.check()
+    const text = await request.text()
+    const body = JSON.parse(text)
     if (typeof body !== 'object' || body === null || !Array.isArray(body.messages)) {
       return Response.json({ error: { message: 'messages must be an array' } }, { status: 400 })
     }
+    await checked
     const upstream = await fetch(`${env.FLOOR_UPSTREAM_URL}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -23,6 +72,15 @@ export default {
     })
     const answer = JSON.parse(await upstream.text())
     const choice = answer.choices?.[0]
+    if (session) {
+      const logprobs = (choice?.logprobs?.content ?? []).map((/** @type {{ logprob: number }} */ entry) => entry.logprob)
+      await session.record(
+        text,
+        Uint32Array.from(answer.prompt_token_ids ?? []),
+        Uint32Array.from(choice?.token_ids ?? []),
+        Float64Array.from(logprobs),
+      )
+    }
     return Response.json({
       id: answer.id,
       content: choice?.message?.content ?? null,

@@ -3,8 +3,11 @@
  * `npm run bench:gateway`: what the edge costs over the floor of its own runtime. Three targets in one
  * run, alternating: **direct** (the vLLM-shaped stub upstream alone), **floor** (`bench/floor-worker.js`,
  * a bare Worker in the same Miniflare that parses the request, forwards it to the same stub, parses the
- * answer and returns a small JSON; no storage) and **edge** (Rollgate, durable capture in the session
- * Durable Object). For ~2 KB, ~54 KB and ~524 KB chat requests: added p50 over direct at concurrency 1,
+ * answer and returns a small JSON; no storage), **durable_floor** (the same Worker plus the least a durable
+ * capture needs in workerd: a Durable Object round trip before the engine call and a SQLite commit of the
+ * request and token data after it, before answering) and **edge** (Rollgate, durable capture in the
+ * session Durable Object). The issue's targets are ratios to the floor; the ratios to the durable floor
+ * show how much of the gap is the runtime's price of durability rather than the edge's code. For ~2 KB, ~54 KB and ~524 KB chat requests: added p50 over direct at concurrency 1,
  * p99, throughput at concurrency 16, and workerd CPU ms per request (utime + stime from /proc around each
  * phase). Every figure is a median over `--reps` alternating repetitions (order rotated per rep), and
  * the edge's are read as ratios to the floor measured minutes apart: the machine is shared and loaded,
@@ -36,7 +39,6 @@ const SIZES = [
 ]
 /** Issue #10's targets, relative to the floor. */
 const TARGETS = { added_p50_ratio_max: 1.3, p99_over_p50_max: 3, throughput_ratio_min: 0.75 }
-const SESSIONS = 16
 
 const { values } = parseArgs({
   options: {
@@ -54,10 +56,16 @@ const { values } = parseArgs({
      * `--persist-dir /dev/shm` (tmpfs) separates the code's cost from the disk's.
      */
     'persist-dir': { type: 'string', default: tmpdir() },
+    /**
+     * Sessions the edge's (and the durable floor's) load is spread over, one per concurrent worker by default;
+     * `--sessions 1` sends all 16 concurrent calls to one session object (does one object serialize them?).
+     */
+    sessions: { type: 'string', default: '16' },
   },
 })
+const SESSIONS = Math.max(1, Number(values.sessions))
 
-type TargetName = 'direct' | 'floor' | 'edge'
+type TargetName = 'direct' | 'floor' | 'durable_floor' | 'edge'
 interface Phase extends LoadResult {
   cpu_ms_per_request: number | null
 }
@@ -93,8 +101,9 @@ const edge = await startMiniflareEdge({
     {
       name: 'floor',
       scriptPath: join(REPO_ROOT, 'bench/floor-worker.js'),
-      routes: ['*/floor/*'],
+      routes: ['*/floor/*', '*/floor-durable/*'],
       bindings: { FLOOR_UPSTREAM_URL: stub.url },
+      durableObjects: { FLOOR_SESSIONS: 'FloorSession' },
     },
   ],
 })
@@ -115,6 +124,9 @@ try {
     (worker: number): LoadTarget => {
       if (name === 'direct') return { url: `${stub.url}/v1/chat/completions`, headers: {}, body }
       if (name === 'floor') return { url: `${edge.url}/floor/v1/chat/completions`, headers: {}, body }
+      if (name === 'durable_floor') {
+        return { url: `${edge.url}/floor-durable/v1/chat/completions`, headers: { 'x-floor-session': `s${worker % SESSIONS}` }, body }
+      }
       return { url: `${edge.url}/v1/chat/completions`, headers: { authorization: `Bearer ${tokens[worker % SESSIONS]}` }, body }
     }
   const phase = async (name: TargetName, body: Buffer, concurrency: number, count: number): Promise<Phase> => {
@@ -128,14 +140,14 @@ try {
 
   const perSize: Record<string, unknown> = {}
   const raw: Record<string, unknown> = {}
-  const ORDER: TargetName[] = ['direct', 'floor', 'edge']
+  const ORDER: TargetName[] = ['direct', 'floor', 'durable_floor', 'edge']
   for (const size of sizes) {
     const body = Buffer.from(JSON.stringify(chatBody(size.bytes)))
     const byConcurrency: Record<number, Record<TargetName, Phase[]>> = {}
     for (const concurrency of [1, 16]) {
       const count = Number(concurrency === 1 ? values['c1-count'] : values['c16-count'])
       for (const name of ORDER) await phase(name, body, concurrency, Math.min(count, 50)) // warm: JIT, sockets, objects
-      const runs: Record<TargetName, Phase[]> = { direct: [], floor: [], edge: [] }
+      const runs: Record<TargetName, Phase[]> = { direct: [], floor: [], durable_floor: [], edge: [] }
       for (let rep = 0; rep < reps; rep++) {
         // Rotate the order per rep so no target always runs first (or right after another).
         for (let i = 0; i < ORDER.length; i++) {
@@ -150,8 +162,11 @@ try {
     // Per rep: added p50 over direct of the same rep, then the edge's ratio to the floor's; median over reps.
     const floorAdded = c1.floor.map((run, i) => run.p50 - (c1.direct[i] as Phase).p50)
     const edgeAdded = c1.edge.map((run, i) => run.p50 - (c1.direct[i] as Phase).p50)
+    const durableAdded = c1.durable_floor.map((run, i) => run.p50 - (c1.direct[i] as Phase).p50)
     const addedRatio = median(edgeAdded.map((added, i) => added / Math.max(0.01, floorAdded[i] as number)))
     const throughputRatio = median(c16.edge.map((run, i) => run.throughput / (c16.floor[i] as Phase).throughput))
+    const perRep = (of: number[], to: number[]) => r2(median(of.map((value, i) => value / Math.max(0.01, to[i] as number))))
+    const reqS = (runs: Phase[]) => runs.map((run) => run.throughput)
     const pick = (runs: Phase[], key: keyof Phase) => r3(median(runs.map((run) => run[key] as number)))
     const figures = {
       body_bytes: body.length,
@@ -167,9 +182,20 @@ try {
       throughput_ratio_c16: r2(throughputRatio),
       cpu_ms_per_request: {
         floor_c1: pick(c1.floor, 'cpu_ms_per_request'),
+        durable_floor_c1: pick(c1.durable_floor, 'cpu_ms_per_request'),
         edge_c1: pick(c1.edge, 'cpu_ms_per_request'),
         floor_c16: pick(c16.floor, 'cpu_ms_per_request'),
+        durable_floor_c16: pick(c16.durable_floor, 'cpu_ms_per_request'),
         edge_c16: pick(c16.edge, 'cpu_ms_per_request'),
+      },
+      // The runtime's price of durability: the durable floor against the floor, and the edge against it.
+      durable_floor: {
+        added_p50_ms: r3(median(durableAdded)),
+        added_p50_ratio_to_floor: perRep(durableAdded, floorAdded),
+        req_s_c16: pick(c16.durable_floor, 'throughput'),
+        throughput_ratio_to_floor: perRep(reqS(c16.durable_floor), reqS(c16.floor)),
+        edge_added_p50_ratio: perRep(edgeAdded, durableAdded),
+        edge_throughput_ratio: perRep(reqS(c16.edge), reqS(c16.durable_floor)),
       },
       targets_met: {
         added_p50: addedRatio <= TARGETS.added_p50_ratio_max,
@@ -179,8 +205,18 @@ try {
     }
     perSize[size.name] = figures
     raw[size.name] = {
-      c1: { direct: pick(c1.direct, 'p50'), floor: pick(c1.floor, 'p50'), edge: pick(c1.edge, 'p50') },
-      c16_req_s: { direct: pick(c16.direct, 'throughput'), floor: pick(c16.floor, 'throughput'), edge: pick(c16.edge, 'throughput') },
+      c1: {
+        direct: pick(c1.direct, 'p50'),
+        floor: pick(c1.floor, 'p50'),
+        durable_floor: pick(c1.durable_floor, 'p50'),
+        edge: pick(c1.edge, 'p50'),
+      },
+      c16_req_s: {
+        direct: pick(c16.direct, 'throughput'),
+        floor: pick(c16.floor, 'throughput'),
+        durable_floor: pick(c16.durable_floor, 'throughput'),
+        edge: pick(c16.edge, 'throughput'),
+      },
     }
     console.log(`${size.name.padEnd(6)} ${JSON.stringify(figures)}`)
   }
@@ -230,6 +266,7 @@ try {
     reps,
     note: 'ratios of the edge to the bare floor Worker in the same workerd, medians of alternating reps; absolute ms drift with machine load',
     persist_dir: values['persist-dir'],
+    sessions: SESSIONS,
     load_average: { start: r2(loadStart), end: r2(loadavg()[0] as number) },
     targets: TARGETS,
     sizes: perSize,

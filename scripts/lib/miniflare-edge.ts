@@ -31,6 +31,8 @@ export function bundleWorker(): string {
 
 export interface MiniflareEdge {
   url: string
+  /** workerd's DevTools inspector (`ws://127.0.0.1:<port>`), when started with `inspector: true`. */
+  inspectorUrl: string | null
   stop(): Promise<void>
 }
 
@@ -41,7 +43,16 @@ export async function startMiniflareEdge(options: {
   /** More Workers in the same workerd, each reached at its `routes` (e.g. `bench/floor-worker.js` at `*\/floor/*`). */
   /** workerd's log lines (default: printed). Benchmarks drop the per-request lines so their stdout stays readable. */
   onLog?: (level: string, message: string) => void
-  extraWorkers?: { name: string; scriptPath: string; routes: string[]; bindings?: Record<string, string> }[]
+  extraWorkers?: {
+    name: string
+    scriptPath: string
+    routes: string[]
+    bindings?: Record<string, string>
+    /** Durable Object bindings of the Worker's own classes (SQLite-backed): binding → class name. */
+    durableObjects?: Record<string, string>
+  }[]
+  /** Open workerd's DevTools inspector on a free loopback port (CPU profiles: `bench/profile-gateway.ts`). */
+  inspector?: boolean
 }): Promise<MiniflareEdge> {
   const scriptPath = options.scriptPath ?? bundleWorker()
   // A bundle made here is removed with the edge (benchmarks and fuzz leave nothing in the temp dir).
@@ -79,6 +90,9 @@ export async function startMiniflareEdge(options: {
     compatibilityFlags: ['nodejs_compat'],
     routes: worker.routes,
     bindings: worker.bindings ?? {},
+    durableObjects: Object.fromEntries(
+      Object.entries(worker.durableObjects ?? {}).map(([binding, className]) => [binding, { className, useSQLite: true }]),
+    ),
   }))
   const mf = new Miniflare(
     convertV4MiniflareOptions({
@@ -93,11 +107,14 @@ export async function startMiniflareEdge(options: {
       resourcePersistencePath: options.persistTo,
       host: '127.0.0.1',
       port: 0,
+      ...(options.inspector ? { inspectorPort: 0 } : {}),
     } as Parameters<typeof convertV4MiniflareOptions>[0]),
   )
   let url: string
+  let inspectorUrl: string | null = null
   try {
     url = (await mf.ready).href.replace(/\/$/, '')
+    if (options.inspector) inspectorUrl = (await mf.getInspectorURL()).href.replace(/\/$/, '')
   } catch (error) {
     await mf.dispose().catch(() => {})
     removeBundle()
@@ -105,6 +122,7 @@ export async function startMiniflareEdge(options: {
   }
   return {
     url,
+    inspectorUrl,
     stop: async () => {
       try {
         await mf.dispose()

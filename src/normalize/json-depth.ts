@@ -23,11 +23,22 @@ export function exceedsJsonDepth(value: unknown, limit = MAX_JSON_DEPTH): boolea
     const node = nodes.pop() as object
     const depth = depths.pop() as number
     if (depth > limit) return true
-    const children: unknown[] = Array.isArray(node) ? node : Object.values(node)
-    for (const child of children) {
-      if (child !== null && typeof child === 'object') {
-        nodes.push(child)
-        depths.push(depth + 1)
+    // Indexed and for-in loops: no copy of an object's values (an engine answer holds arrays of 100k+ ids).
+    if (Array.isArray(node)) {
+      for (let i = 0; i < node.length; i++) {
+        const child: unknown = node[i]
+        if (child !== null && typeof child === 'object') {
+          nodes.push(child)
+          depths.push(depth + 1)
+        }
+      }
+    } else {
+      for (const key in node) {
+        const child: unknown = (node as Record<string, unknown>)[key]
+        if (child !== null && typeof child === 'object') {
+          nodes.push(child)
+          depths.push(depth + 1)
+        }
       }
     }
   }

@@ -20,11 +20,12 @@ function chat(
   token: string | null,
   body: unknown = { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
   headers: Record<string, string> = {},
+  stream?: ReadableStream<Uint8Array>,
 ) {
   return SELF.fetch(`${EDGE}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
+    body: stream ?? (typeof body === 'string' ? body : JSON.stringify(body)),
   })
 }
 
@@ -139,6 +140,27 @@ describe('bad input', () => {
     )
     const huge = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(33 * 1024 * 1024) }] })
     await expectOpenaiError(await chat(token, huge), 413, 'invalid_request_error', 'exceeds')
+    // A streamed body declares no length: the cap is counted while reading, and the text is decoded whole
+    // (a multi-byte character split across chunks survives).
+    const streamed = (text: string, chunkBytes: number) => {
+      const bytes = new TextEncoder().encode(text)
+      return new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let i = 0; i < bytes.length; i += chunkBytes) controller.enqueue(bytes.slice(i, i + chunkBytes))
+          controller.close()
+        },
+      })
+    }
+    const hugeStreamed = await chat(token, null, {}, streamed(huge, 1024 * 1024))
+    await expectOpenaiError(hugeStreamed, 413, 'invalid_request_error', 'exceeds')
+    const split = await chat(token, null, {}, streamed(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'é€😀' }] }), 3))
+    expect(split.status).toBe(502) // parsed and validated; the test engine address is unreachable
+    await expectOpenaiError(
+      await chat(token, null, {}, streamed('{"model": "m", "messages": [é', 3)),
+      400,
+      'invalid_request_error',
+      'Invalid JSON',
+    )
     const unknownPath = await SELF.fetch(`${EDGE}/v1/unknown`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}` },

@@ -192,7 +192,8 @@ export class CompletionLog {
     const original = base ? diffText(base.originalText, input.original_text) : { prefix: 0, suffix: 0, middle: input.original_text }
     // The body sent upstream is usually the harness's body with a few fields changed: code it against
     // that, unless the base's upstream body is closer (translated dialects).
-    const fromOriginal = diffText(input.original_text, requestText)
+    // (The edge sends that delta when it is small: no second diff of two large strings.)
+    const fromOriginal = input.request_delta ?? diffText(input.original_text, requestText)
     const fromParent = base ? diffText(base.requestText, requestText) : null
     const requestBase = fromParent && fromParent.middle.length < fromOriginal.middle.length ? REQUEST_BASE_PARENT : REQUEST_BASE_ORIGINAL
     const request = requestBase === REQUEST_BASE_PARENT && fromParent ? fromParent : fromOriginal

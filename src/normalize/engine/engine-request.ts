@@ -109,9 +109,22 @@ export function engineRequestText(
   source: { request: ChatRequest; body: unknown; text: string },
   options: EngineRequestOptions,
 ): string {
+  return engineRequestSplice(engineBody, source, options).text
+}
+
+/**
+ * `engineRequestText`, saying how the text was made: `splice` when it is the harness's text cut at `at`
+ * with `insert` appended (its delta to the original is known, no diff of two large strings needed),
+ * null when the body had to be re-serialized.
+ */
+export function engineRequestSplice(
+  engineBody: ChatRequest,
+  source: { request: ChatRequest; body: unknown; text: string },
+  options: EngineRequestOptions,
+): { text: string; splice: { at: number; insert: string } | null } {
   const untouched = source.request === source.body && engineBody.messages === source.request.messages
   const end = untouched ? source.text.lastIndexOf('}') : -1
-  if (end < 0) return JSON.stringify(engineBody)
+  if (end < 0) return { text: JSON.stringify(engineBody), splice: null }
   const overrides: Record<string, unknown> = {
     stream: false,
     ...ENGINE_CAPTURE_PARAMS[options.kind],
@@ -119,8 +132,8 @@ export function engineRequestText(
   }
   if ('stream_options' in source.request) overrides.stream_options = null
   if (options.servedModel) overrides.model = options.servedModel
-  const appended = JSON.stringify(overrides).slice(1, -1)
-  return `${source.text.slice(0, end)},${appended}}`
+  const insert = `,${JSON.stringify(overrides).slice(1, -1)}}`
+  return { text: source.text.slice(0, end) + insert, splice: { at: end, insert } }
 }
 
 /** The sampling parameters as sent (provenance), without the messages and tools themselves. */

@@ -8,7 +8,7 @@
  * the engine call and the completion is recorded as `abandoned` (kept, never trainable).
  */
 import type { ProviderAdapter, ResponseContext } from '../../normalize/adapter.ts'
-import { buildEngineRequest, clampWarning, engineRequestText } from '../../normalize/engine/engine-request.ts'
+import { buildEngineRequest, clampWarning, engineRequestSplice } from '../../normalize/engine/engine-request.ts'
 import { SSE_HEADERS } from '../../normalize/sse.ts'
 import { type EdgeConfig, upstreamKeyFor } from '../config.ts'
 import { type UpstreamOutcome, callUpstream } from './call-upstream.ts'
@@ -67,9 +67,14 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   const engineBody = buildEngineRequest(parsed.request, engineOptions)
   const clamped = clampWarning(parsed.request, engineBody, upstream.max_model_len ?? null)
   if (clamped) parsed.warnings.push(clamped)
-  const requestText = engineRequestText(engineBody, { request: parsed.request, body, text: originalText }, engineOptions)
-  // The engine body usually is the harness's bytes plus a few keys: sent to the session as a delta, once.
-  const delta = diffText(originalText, requestText)
+  const { text: requestText, splice } = engineRequestSplice(
+    engineBody,
+    { request: parsed.request, body, text: originalText },
+    engineOptions,
+  )
+  // The engine body usually is the harness's bytes plus a few keys: sent to the session as a delta, once
+  // (known from how it was made; else a diff).
+  const delta = splice ? { prefix: splice.at, suffix: 0, middle: splice.insert } : diffText(originalText, requestText)
   const requestDelta = delta.middle.length * 2 < requestText.length ? delta : null
   const capture = captureSize({
     originalText,

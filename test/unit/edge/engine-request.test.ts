@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest'
-import { buildEngineRequest, clampedBudgets, clampWarning, engineRequestText } from '../../../src/normalize/engine/engine-request.ts'
+import { applyTextDelta } from '../../../src/durable/session/text-delta.ts'
+import {
+  buildEngineRequest,
+  clampedBudgets,
+  clampWarning,
+  engineRequestSplice,
+  engineRequestText,
+} from '../../../src/normalize/engine/engine-request.ts'
 import type { ChatRequest } from '../../../src/normalize/types.ts'
 
 const text = JSON.stringify({ model: 'claude', messages: [{ role: 'user', content: 'x'.repeat(3000) }], max_tokens: 128000, stream: true })
@@ -29,5 +36,20 @@ describe('engine request', () => {
       1000,
     )
     expect(buildEngineRequest(request, { kind: 'vllm', servedModel: null }).max_tokens).toBe(128000)
+  })
+
+  it('says how a spliced text was made: the original cut at `at` plus `insert` (the delta the session stores)', () => {
+    const options = { kind: 'vllm' as const, servedModel: 'Qwen/Qwen3-8B' }
+    const padded = `${text}\n  `
+    const body = buildEngineRequest(request, options)
+    const { text: sent, splice } = engineRequestSplice(body, { request, body: request, text: padded }, options)
+    expect(splice).not.toBeNull()
+    if (!splice) return
+    expect(sent).toBe(engineRequestText(body, { request, body: request, text: padded }, options))
+    expect(applyTextDelta(padded, { prefix: splice.at, suffix: 0, middle: splice.insert })).toBe(sent)
+    expect(splice.insert.length).toBeLessThan(200)
+    // A body that had to change (here: a different messages array) is re-serialized, no splice.
+    const changed = { ...body, messages: [...body.messages] }
+    expect(engineRequestSplice(changed, { request, body: request, text }, options)).toEqual({ text: JSON.stringify(changed), splice: null })
   })
 })
