@@ -3,13 +3,18 @@
  * The patch flow shared by `test_on_output` and `swebench_harness` (Polar `BasePatchEvaluator`):
  * print the agent's change in the live runtime with the patch command, keep it as
  * `artifacts/patch.diff`, drop excluded files (fnmatch on the `b/` path or any of its segments), and
- * replay it in a fresh runtime with `git apply`, falling back to `patch --batch --fuzz=5 -p1`.
+ * replay it in a fresh runtime with `git apply`, falling back to `patch --batch --fuzz=5 -p1`; then the
+ * test command in the grading runtime, its output teed to the artifacts.
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { DEFAULT_PATCH_EXCLUDES } from '../../src/contract/evaluator-config.ts'
 import { type ExecResult, type Runtime, SESSION_MOUNT } from '../runtime/runtime.ts'
+import { shellQuote } from '../runtime/exec-support.ts'
 import type { EvaluationContext } from './evaluator.ts'
+import { testRunEnv } from './test-report.ts'
+
+export { shellQuote }
 
 export const APPLY_PASS = '__POLAR_APPLY_PATCH_PASS__'
 export const APPLY_FAIL = '__POLAR_APPLY_PATCH_FAIL__'
@@ -53,10 +58,6 @@ export function filterPatch(diff: string, patterns: readonly string[]): { patch:
   }
   const patch = kept.join('')
   return { patch: patch.trim() === '' ? '' : patch, dropped }
-}
-
-export function shellQuote(text: string): string {
-  return `'${text.replaceAll("'", `'\\''`)}'`
 }
 
 /** Seconds from config, bounded by what is left of the session budget. */
@@ -134,4 +135,66 @@ export function gradingRuntime(context: EvaluationContext): Runtime {
     throw new Error(`${context.spec.strategy}: refresh_runtime is set but no fresh runtime was prepared`)
   }
   return context.freshRuntime
+}
+
+/** What the patch flow records about a run (the evaluators' `metadata.report`). */
+export interface PatchReport {
+  empty_generation: boolean
+  failed_apply_patch: boolean
+}
+
+/**
+ * The agent's patch (the config's patch command, else `git diff` in the repo dir, in the live runtime) kept
+ * as `patch.diff` and, with `refresh_runtime`, replayed in the grading runtime. False when the run scores 0
+ * — nothing changed that counts, or the patch did not apply — with the report flag set; paths and outputs go
+ * to `metadata`.
+ */
+export async function carryPatch(
+  context: EvaluationContext,
+  runtime: Runtime,
+  config: { patch_command: string | null; repo_dir: string; exclude_patterns: readonly string[] },
+  timeoutMs: number,
+  report: PatchReport,
+  metadata: Record<string, unknown>,
+): Promise<boolean> {
+  const command = config.patch_command ?? `cd ${shellQuote(config.repo_dir)} && git diff --binary --submodule=diff`
+  const taken = await takePatch(context, command, timeoutMs, config.exclude_patterns)
+  metadata.patch_path = taken.path
+  metadata.excluded_files = taken.dropped
+  if (taken.patch === '') {
+    report.empty_generation = true
+    return false
+  }
+  if (context.spec.refresh_runtime) {
+    const applied = await applyPatch(context, runtime, taken.path, config.repo_dir, timeoutMs)
+    metadata.apply_patch_output = applied.output.slice(-4000)
+    if (!applied.applied) {
+      report.failed_apply_patch = true
+      return false
+    }
+  }
+  return true
+}
+
+/** Runs the test command in `repoDir` of the grading runtime, output teed to `<dir>/test_output.txt` (stderr beside it). */
+export async function runTests(
+  context: EvaluationContext,
+  runtime: Runtime,
+  command: string,
+  repoDir: string,
+  timeoutMs: number,
+  dir: string,
+): Promise<{ exec: ExecResult; output: string; outputPath: string }> {
+  const outputPath = join(dir, 'test_output.txt')
+  const exec = await runtime.exec({
+    command,
+    cwd: repoDir,
+    env: testRunEnv(context.spec.env),
+    timeoutMs,
+    stdoutPath: outputPath,
+    stderrPath: join(dir, 'test_output.stderr.txt'),
+    signal: context.signal,
+  })
+  const output = await readFile(outputPath, 'utf8').catch(() => exec.stdout)
+  return { exec, output, outputPath }
 }

@@ -7,13 +7,13 @@
  * and FAIL_TO_PASS / PASS_TO_PASS are graded from the printed statuses: resolved iff every FAIL_TO_PASS
  * test passes and no PASS_TO_PASS test fails or goes missing.
  */
-import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { mkdir, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { parseEvaluatorConfig, type SwebenchHarnessConfig } from '../../src/contract/evaluator-config.ts'
 import type { EvalResult } from '../../src/contract/trajectory.ts'
 import type { Evaluator } from './evaluator.ts'
-import { applyPatch, budgetMs, gradingRuntime, shellQuote, takePatch } from './patch.ts'
-import { gradeSwebench, parsePytestLog, testRunEnv } from './test-report.ts'
+import { applyPatch, budgetMs, carryPatch, gradingRuntime, runTests, shellQuote } from './patch.ts'
+import { gradeSwebench, parsePytestLog } from './test-report.ts'
 
 /** Files a unified diff touches (`b/` side). */
 export function patchedFiles(diff: string): string[] {
@@ -49,22 +49,7 @@ export const swebenchHarness: Evaluator = {
     const runtime = gradingRuntime(context)
     const applyMs = budgetMs(context, config.apply_timeout)
 
-    const command = config.patch_command ?? `cd ${shellQuote(config.repo_dir)} && git diff --binary --submodule=diff`
-    const taken = await takePatch(context, command, applyMs, config.exclude_patterns)
-    metadata.patch_path = taken.path
-    metadata.excluded_files = taken.dropped
-    if (taken.patch === '') {
-      report.empty_generation = true
-      return result(0)
-    }
-    if (context.spec.refresh_runtime) {
-      const applied = await applyPatch(context, runtime, taken.path, config.repo_dir, applyMs)
-      metadata.apply_patch_output = applied.output.slice(-4000)
-      if (!applied.applied) {
-        report.failed_apply_patch = true
-        return result(0)
-      }
-    }
+    if (!(await carryPatch(context, runtime, config, applyMs, report, metadata))) return result(0)
 
     const instanceDir = join(context.artifactsDir, instanceId)
     await mkdir(instanceDir, { recursive: true })
@@ -90,19 +75,11 @@ export const swebenchHarness: Evaluator = {
       }
     }
 
-    const outputPath = join(instanceDir, 'test_output.txt')
-    const exec = await runtime.exec({
-      command: config.test_command ?? defaultTestCommand(config),
-      cwd: config.repo_dir,
-      env: testRunEnv(context.spec.env),
-      timeoutMs: budgetMs(context, config.test_timeout),
-      stdoutPath: outputPath,
-      stderrPath: join(instanceDir, 'test_output.stderr.txt'),
-      signal: context.signal,
-    })
+    const command = config.test_command ?? defaultTestCommand(config)
+    const testMs = budgetMs(context, config.test_timeout)
+    const { exec, output, outputPath } = await runTests(context, runtime, command, config.repo_dir, testMs, instanceDir)
     metadata.test_output_path = outputPath
     report.test_timeout = exec.timedOut
-    const output = await readFile(outputPath, 'utf8').catch(() => exec.stdout)
     const grade = gradeSwebench(parsePytestLog(output), config.instance.FAIL_TO_PASS, config.instance.PASS_TO_PASS)
     Object.assign(report, { resolved: grade.resolved, tests_status: grade.tests_status })
     return result(grade.resolved ? 1 : 0)

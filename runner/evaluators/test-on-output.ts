@@ -6,13 +6,12 @@
  * a patch from the live runtime first (empty ⇒ 0) and, with `refresh_runtime`, replayed in the fresh
  * runtime (does not apply ⇒ 0), so only the diff is graded — the shape of Polar's calculator example.
  */
-import { mkdir, readFile } from 'node:fs/promises'
-import { join } from 'node:path'
+import { mkdir } from 'node:fs/promises'
 import { parseEvaluatorConfig } from '../../src/contract/evaluator-config.ts'
 import type { EvalResult } from '../../src/contract/trajectory.ts'
 import type { Evaluator } from './evaluator.ts'
-import { applyPatch, budgetMs, gradingRuntime, shellQuote, takePatch } from './patch.ts'
-import { matchesExpected, parseTestOutput, testRunEnv } from './test-report.ts'
+import { budgetMs, carryPatch, gradingRuntime, runTests } from './patch.ts'
+import { matchesExpected, parseTestOutput } from './test-report.ts'
 
 export const testOnOutput: Evaluator = {
   name: 'test_on_output',
@@ -27,39 +26,22 @@ export const testOnOutput: Evaluator = {
     const runtime = gradingRuntime(context)
 
     if (context.spec.refresh_runtime || config.patch_command !== null) {
-      const command = config.patch_command ?? `cd ${shellQuote(config.repo_dir)} && git diff --binary --submodule=diff`
-      const taken = await takePatch(context, command, budgetMs(context, config.apply_timeout), config.exclude_patterns)
-      metadata.patch_path = taken.path
-      metadata.excluded_files = taken.dropped
-      if (taken.patch === '') {
-        report.empty_generation = true
-        return result(0)
-      }
-      if (context.spec.refresh_runtime) {
-        const applied = await applyPatch(context, runtime, taken.path, config.repo_dir, budgetMs(context, config.apply_timeout))
-        metadata.apply_patch_output = applied.output.slice(-4000)
-        if (!applied.applied) {
-          report.failed_apply_patch = true
-          return result(0)
-        }
-      }
+      if (!(await carryPatch(context, runtime, config, budgetMs(context, config.apply_timeout), report, metadata))) return result(0)
     }
 
     await mkdir(context.artifactsDir, { recursive: true })
-    const outputPath = join(context.artifactsDir, 'test_output.txt')
-    const exec = await runtime.exec({
-      command: config.test_command,
-      cwd: config.repo_dir,
-      env: testRunEnv(context.spec.env),
-      timeoutMs: budgetMs(context, config.test_timeout),
-      stdoutPath: outputPath,
-      stderrPath: join(context.artifactsDir, 'test_output.stderr.txt'),
-      signal: context.signal,
-    })
+    const testMs = budgetMs(context, config.test_timeout)
+    const { exec, output, outputPath } = await runTests(
+      context,
+      runtime,
+      config.test_command,
+      config.repo_dir,
+      testMs,
+      context.artifactsDir,
+    )
     metadata.test_output_path = outputPath
     metadata.test_exit_code = exec.exitCode
     report.test_timeout = exec.timedOut
-    const output = await readFile(outputPath, 'utf8').catch(() => exec.stdout)
     const parsed = parseTestOutput(`${output}\n${exec.stderr}`)
     metadata.parsed = parsed
     metadata.expected = config.expected_output_json

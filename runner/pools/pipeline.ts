@@ -306,31 +306,26 @@ export class StagePipeline<J extends PipelineJob, P> {
 
   /** Start whatever can start: POSTRUN first (it frees runtimes), then RUNNING, then INIT. */
   #pump(): void {
-    while (this.#postrunQueue.length > 0) {
-      const entry = this.#postrunQueue[0] as Entry<J, P>
-      const lease = this.postrun.tryAcquire(entry.job.id)
+    this.#startFrom(this.#postrunQueue, this.postrun, (entry) => this.#runPostrun(entry))
+    this.#startFrom(this.#ready, this.run, (entry) => this.#runAgent(entry))
+    // INIT only for a session whose result will have a place (the READY buffer or a free run slot).
+    this.#startFrom(
+      this.#queued,
+      this.init,
+      (entry) => this.#runInit(entry),
+      () => this.init.inUse + this.#ready.length < this.readyBuffer + this.run.free,
+    )
+  }
+
+  /** Moves the head of `queue` into its stage while `admit()` allows and `pool` has a slot. */
+  #startFrom(queue: Entry<J, P>[], pool: SlotPool, start: (entry: Entry<J, P>) => Promise<void>, admit = () => true): void {
+    while (queue.length > 0 && admit()) {
+      const entry = queue[0] as Entry<J, P>
+      const lease = pool.tryAcquire(entry.job.id)
       if (!lease) break
-      this.#postrunQueue.shift()
+      queue.shift()
       this.#take(entry, lease)
-      void this.#runPostrun(entry)
-    }
-    while (this.#ready.length > 0) {
-      const entry = this.#ready[0] as Entry<J, P>
-      const lease = this.run.tryAcquire(entry.job.id)
-      if (!lease) break
-      this.#ready.shift()
-      this.#take(entry, lease)
-      void this.#runAgent(entry)
-    }
-    while (this.#queued.length > 0) {
-      const pending = this.init.inUse + this.#ready.length
-      if (pending >= this.readyBuffer + this.run.free) break
-      const entry = this.#queued[0] as Entry<J, P>
-      const lease = this.init.tryAcquire(entry.job.id)
-      if (!lease) break
-      this.#queued.shift()
-      this.#take(entry, lease)
-      void this.#runInit(entry)
+      void start(entry)
     }
   }
 

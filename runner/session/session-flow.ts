@@ -126,12 +126,17 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
       steps: [],
       ...(cli?.cliPath ? { cliPath: cli.cliPath } : {}),
     }
+    await this.#startPrepared(runtime, job.assignment.runtime?.prepare ?? [], join(sessionDir, 'logs', 'prepare'), signal)
+    return prepared
+  }
+
+  /** Start a runtime and run its prepare actions; an abort cancels it, and so does a failure (then rethrown). */
+  async #startPrepared(runtime: Runtime, actions: readonly PrepareAction[], logDir: string, signal: AbortSignal): Promise<void> {
     const unhook = abortPromise(signal, () => void runtime.cancel().catch(() => {}))
     try {
       await runtime.start()
       if (signal.aborted) throw new Error('cancelled during runtime start')
-      await this.#prepare(runtime, job.assignment.runtime?.prepare ?? [], join(sessionDir, 'logs', 'prepare'), signal)
-      return prepared
+      await this.#prepare(runtime, actions, logDir, signal)
     } catch (error) {
       await runtime.cancel().catch(() => {})
       throw error
@@ -217,17 +222,8 @@ export class SessionFlow implements StageHandlers<SessionJob, PreparedSession> {
     const sessionDir = join(this.sessionDir(job.id), 'eval')
     for (const dir of ['artifacts', 'logs']) mkdirSync(join(sessionDir, dir), { recursive: true })
     const runtime = this.deps.createRuntime(spec, { sessionId: `${job.id}-eval`, sessionDir, edgeUrl: this.deps.edgeUrl })
-    const unhook = abortPromise(signal, () => void runtime.cancel().catch(() => {}))
-    try {
-      await runtime.start()
-      await this.#prepare(runtime, spec?.eval_prepare ?? spec?.prepare ?? [], join(sessionDir, 'logs'), signal)
-      return runtime
-    } catch (error) {
-      await runtime.cancel().catch(() => {})
-      throw error
-    } finally {
-      unhook()
-    }
+    await this.#startPrepared(runtime, spec?.eval_prepare ?? spec?.prepare ?? [], join(sessionDir, 'logs'), signal)
+    return runtime
   }
 
   async postrun(input: PostrunInput<SessionJob, PreparedSession>, signal: AbortSignal): Promise<EvalResult | null> {
