@@ -165,7 +165,11 @@ async function main(): Promise<number> {
 
   // Summary: per session, from the task's results (prefix_merging, the task's builder) and per_request rebuilt.
   const results = status.results as SessionResult[]
-  const rows: string[][] = [['session', 'status', 'reward', 'calls', 'per_request', 'prefix_merging', 'merged', 'compression']]
+  // merged: continued turns ÷ completions (at most (n−1)/n); of mergeable: continued ÷ turns after the first of
+  // each conversation (1 = every agent branch / side call is one trace). docs/harness-matrix.md.
+  const rows: string[][] = [
+    ['session', 'status', 'reward', 'calls', 'per_request', 'prefix_merging', 'merged', 'of mergeable', 'compression'],
+  ]
   const slime: string[] = []
   const nemo: string[] = []
   const sft: string[] = []
@@ -175,7 +179,9 @@ async function main(): Promise<number> {
       `/v1/sessions/${result.session_id}/trajectory?builder=per_request`,
     )) as Trajectory
     const merged = result.trajectory
-    const stats = merged.metadata.reconstruction_stats as { merged_turn_ratio?: number; completions_total?: number } | undefined
+    const stats = merged.metadata.reconstruction_stats as
+      | { merged_turn_ratio?: number; mergeable_merged_ratio?: number; completions_total?: number }
+      | undefined
     const calls = perRequest.traces.length
     const reward = merged.traces[0]?.reward ?? null
     rows.push([
@@ -186,6 +192,7 @@ async function main(): Promise<number> {
       String(perRequest.traces.length),
       String(merged.traces.length),
       stats?.merged_turn_ratio === undefined ? '—' : `${Math.round(stats.merged_turn_ratio * 100)} %`,
+      stats?.mergeable_merged_ratio === undefined ? '—' : `${Math.round(stats.mergeable_merged_ratio * 100)} %`,
       merged.traces.length === 0 ? '—' : `${(perRequest.traces.length / merged.traces.length).toFixed(1)}×`,
     ])
     slime.push(toJsonl(toSlimeSamples(result, { group_index: 0, trajectory_index: index })))

@@ -39,7 +39,15 @@ import type { Trajectory } from '../src/contract/trajectory.ts'
 import { loadTaskFile } from '../tasks/load.ts'
 import { startEngineTap } from './lib/engine-tap.ts'
 import { REPO_ROOT, startEdge } from './lib/processes.ts'
-import { type CapturedRecord, checkSession, type SessionCheck } from './lib/rollout-checks.ts'
+import {
+  type CapturedRecord,
+  checkSession,
+  MATRIX_TARGETS,
+  matrixTotals,
+  type SessionCheck,
+  totalsProblems,
+  unexpectedBreaks,
+} from './lib/rollout-checks.ts'
 
 const ADMIN_TOKEN = 'harness-matrix-admin'
 const RUNNER_TOKEN = 'harness-matrix-runner'
@@ -74,6 +82,9 @@ interface VariantResult extends Omit<SessionCheck, 'problems'> {
   /** The same session under the `tolerant` merge preset (`max_context_drift_tokens` 64). */
   traces_tolerant: number
   merged_turn_ratio_tolerant: number | null
+  mergeable_merged_ratio_tolerant: number | null
+  /** The checks under `tolerant`, for the totals. */
+  tolerant: SessionCheck | null
   breaks_tolerant: string[]
   variant: string
   harness: string
@@ -179,6 +190,23 @@ async function main(): Promise<number> {
   }
 
   const failed = results.filter((r) => !passed(r))
+  // Totals over the sessions, default exact preset and tolerant; the targets bind when the whole matrix ran.
+  const totals = matrixTotals(results)
+  const totalsTolerant = matrixTotals(results.flatMap((r) => (r.tolerant ? [r.tolerant] : [])))
+  const fullMatrix = options.only === null && !interrupted && results.length === variants.length
+  const missed = fullMatrix ? totalsProblems(totals) : []
+  const describe = (t: typeof totals) =>
+    `${t.traces_prefix_merging} sequences (${t.compression.toFixed(2)}× fewer), ${t.turns_continued}/${t.turns_mergeable} mergeable turns merged (${(t.mergeable_merged_ratio * 100).toFixed(1)} %; continued ÷ completions ${(t.merged_turn_ratio * 100).toFixed(1)} %), ${t.mismatches} mask-1 mismatches`
+  console.log(
+    `\ntotals: ${totals.calls} calls → per_request ${totals.traces_per_request} sequences; prefix_merging exact: ${describe(totals)}`,
+  )
+  console.log(`        tolerant: ${describe(totalsTolerant)}`)
+  if (fullMatrix)
+    console.log(
+      missed.length === 0
+        ? `targets met (≥ ${MATRIX_TARGETS.compression}× fewer sequences, ≥ ${MATRIX_TARGETS.mergeableMergedRatio * 100} % of mergeable turns merged, exact preset)`
+        : `TARGETS MISSED: ${missed.join('; ')}`,
+    )
   for (const r of failed) {
     console.log(`\n${r.variant} FAILED (session ${r.session_id ?? '-'}, ${r.session_status}, reward ${r.reward}):`)
     for (const problem of r.problems.slice(0, 8)) console.log(`  - ${problem}`)
@@ -199,17 +227,19 @@ async function main(): Promise<number> {
             traces_per_request: r.traces_per_request,
             traces_prefix_merging: r.traces_prefix_merging,
             merged_turn_ratio: r.merged_turn_ratio,
+            mergeable_merged_ratio: r.mergeable_merged_ratio,
             mismatches: r.mismatches,
             breaks: r.breaks,
             traces_prefix_merging_tolerant: r.traces_tolerant,
             merged_turn_ratio_tolerant: r.merged_turn_ratio_tolerant,
+            mergeable_merged_ratio_tolerant: r.mergeable_merged_ratio_tolerant,
             wall_s: r.wall_s,
           },
         ]),
       ),
     ),
   )
-  return failed.length === 0 && results.length === variants.length ? 0 : 1
+  return failed.length === 0 && missed.length === 0 && results.length === variants.length ? 0 : 1
 }
 
 function passed(r: VariantResult): boolean {
@@ -284,8 +314,13 @@ async function runVariant(
     traces_per_request: 0,
     traces_prefix_merging: 0,
     merged_turn_ratio: null,
+    turns_mergeable: 0,
+    turns_continued: 0,
+    mergeable_merged_ratio: null,
     traces_tolerant: 0,
     merged_turn_ratio_tolerant: null,
+    mergeable_merged_ratio_tolerant: null,
+    tolerant: null,
     breaks_tolerant: [],
     mismatches: 0,
     breaks: [],
@@ -342,11 +377,15 @@ async function runVariant(
     const problems = [...check.problems]
     if (session.reward !== 1) problems.unshift(`reward ${session.reward} (session ${session.status})`)
     if (records.length > 0 && !records.some((record) => record.stream)) problems.push('no streamed call captured')
+    // Under the default exact preset, a break must be one the harness is known to force (docs/harness-matrix.md).
+    problems.push(...unexpectedBreaks(harness, check.breaks))
     return {
       ...empty,
       ...check,
       traces_tolerant: checkTolerant.traces_prefix_merging,
       merged_turn_ratio_tolerant: checkTolerant.merged_turn_ratio,
+      mergeable_merged_ratio_tolerant: checkTolerant.mergeable_merged_ratio,
+      tolerant: checkTolerant,
       breaks_tolerant: checkTolerant.breaks,
       problems,
       solved: session.reward === 1,
@@ -375,13 +414,16 @@ const COLUMNS: [string, number][] = [
   ['per_req', 8],
   ['p_merge', 8],
   ['merged', 7],
+  ['of_mrg', 7],
   ['breaks', 32],
-  ['tolerant', 9],
+  ['tolerant', 14],
   ['breaks_tol', 18],
   ['mismatch', 9],
   ['wall_s', 7],
   ['ok', 3],
 ]
+
+const percent = (ratio: number | null) => (ratio === null ? '-' : `${Math.round(ratio * 100)}%`)
 
 function printHeader() {
   console.log(COLUMNS.map(([name, width]) => name.padEnd(width)).join(''))
@@ -397,9 +439,10 @@ function printRow(r: VariantResult) {
     String(r.streamed),
     String(r.traces_per_request),
     String(r.traces_prefix_merging),
-    r.merged_turn_ratio === null ? '-' : `${Math.round(r.merged_turn_ratio * 100)}%`,
+    percent(r.merged_turn_ratio),
+    percent(r.mergeable_merged_ratio),
     r.breaks.length ? [...new Set(r.breaks)].join('+') : '-',
-    `${r.traces_tolerant}/${r.merged_turn_ratio_tolerant === null ? '-' : `${Math.round(r.merged_turn_ratio_tolerant * 100)}%`}`,
+    `${r.traces_tolerant}/${percent(r.merged_turn_ratio_tolerant)}/${percent(r.mergeable_merged_ratio_tolerant)}`,
     r.breaks_tolerant.length ? [...new Set(r.breaks_tolerant)].join('+') : '-',
     String(r.mismatches),
     r.wall_s.toFixed(1),

@@ -34,7 +34,14 @@ export interface SessionCheck {
   streamed: number
   traces_per_request: number
   traces_prefix_merging: number
+  /** Continued turns ÷ completions (at most (n−1)/n for one trace). */
   merged_turn_ratio: number | null
+  /** Turns after the first of their conversation (agent branch or side call). */
+  turns_mergeable: number
+  /** Of those, continued into the trace of the turn before. */
+  turns_continued: number
+  /** `turns_continued ÷ turns_mergeable` (1 = every conversation one trace). */
+  mergeable_merged_ratio: number | null
   /** Tokens or logprobs (mask 1, or captured) that differ from what the engine sampled, plus unmatched calls. */
   mismatches: number
   breaks: string[]
@@ -159,7 +166,9 @@ export function checkSession(input: {
     }
   })
 
-  const stats = input.prefixMerging.metadata.reconstruction_stats as { merged_turn_ratio?: number } | undefined
+  const stats = input.prefixMerging.metadata.reconstruction_stats as
+    | { merged_turn_ratio?: number; mergeable_merged_ratio?: number; turns_mergeable?: number; turns_continued?: number }
+    | undefined
   return {
     calls: served.length,
     captured: input.records.length,
@@ -167,9 +176,81 @@ export function checkSession(input: {
     traces_per_request: input.perRequest.traces.length,
     traces_prefix_merging: input.prefixMerging.traces.length,
     merged_turn_ratio: stats?.merged_turn_ratio ?? null,
+    turns_mergeable: stats?.turns_mergeable ?? 0,
+    turns_continued: stats?.turns_continued ?? 0,
+    mergeable_merged_ratio: stats?.mergeable_merged_ratio ?? null,
     mismatches,
     breaks,
     branches,
     problems,
   }
+}
+
+/**
+ * Break reasons a harness may still show under the default `exact` preset, each named with what forces it
+ * (docs/harness-matrix.md). Every other break (a `retokenization`, say) fails the variant.
+ */
+export const ALLOWED_EXACT_BREAKS: Record<string, readonly string[]> = {
+  // Claude Code rewrites its history (docs/harness-matrix.md, "Breaks").
+  claude_code: ['template_rewrite', 'compaction'],
+}
+
+/** Problems for exact-preset breaks the harness is not known to force. */
+export function unexpectedBreaks(harness: string, breaks: readonly string[]): string[] {
+  const allowed = ALLOWED_EXACT_BREAKS[harness] ?? []
+  const unexpected = [...new Set(breaks.filter((reason) => !allowed.includes(reason)))]
+  return unexpected.map(
+    (reason) =>
+      `prefix_merging (exact preset) broke with ${reason} (${breaks.filter((b) => b === reason).length}×); allowed for ${harness}: ${allowed.join(', ') || 'none'}`,
+  )
+}
+
+/** The matrix targets (issue #9): sequences per_request ÷ prefix_merging and the share of mergeable turns merged. */
+export const MATRIX_TARGETS = { compression: 5.4, mergeableMergedRatio: 0.95 } as const
+
+export interface MatrixTotals {
+  calls: number
+  traces_per_request: number
+  traces_prefix_merging: number
+  /** per_request ÷ prefix_merging sequences. */
+  compression: number
+  turns_mergeable: number
+  turns_continued: number
+  /** Continued ÷ mergeable turns over all sessions. */
+  mergeable_merged_ratio: number
+  /** Continued turns ÷ completions over all sessions. */
+  merged_turn_ratio: number
+  mismatches: number
+}
+
+export function matrixTotals(checks: readonly SessionCheck[]): MatrixTotals {
+  const sum = (pick: (check: SessionCheck) => number) => checks.reduce((total, check) => total + pick(check), 0)
+  const perRequest = sum((c) => c.traces_per_request)
+  const merged = sum((c) => c.traces_prefix_merging)
+  const mergeable = sum((c) => c.turns_mergeable)
+  const continued = sum((c) => c.turns_continued)
+  return {
+    calls: sum((c) => c.calls),
+    traces_per_request: perRequest,
+    traces_prefix_merging: merged,
+    compression: merged === 0 ? 0 : perRequest / merged,
+    turns_mergeable: mergeable,
+    turns_continued: continued,
+    mergeable_merged_ratio: mergeable === 0 ? 1 : continued / mergeable,
+    merged_turn_ratio: perRequest === 0 ? 0 : continued / perRequest,
+    mismatches: sum((c) => c.mismatches),
+  }
+}
+
+/** Problems when the totals miss the targets. */
+export function totalsProblems(totals: MatrixTotals): string[] {
+  const problems: string[] = []
+  if (totals.compression < MATRIX_TARGETS.compression)
+    problems.push(`${totals.compression.toFixed(2)}× fewer sequences under prefix_merging, target ≥ ${MATRIX_TARGETS.compression}×`)
+  if (totals.mergeable_merged_ratio < MATRIX_TARGETS.mergeableMergedRatio)
+    problems.push(
+      `${(totals.mergeable_merged_ratio * 100).toFixed(1)} % of mergeable turns merged, target ≥ ${MATRIX_TARGETS.mergeableMergedRatio * 100} %`,
+    )
+  if (totals.mismatches > 0) problems.push(`${totals.mismatches} mask-1 mismatches`)
+  return problems
 }

@@ -14,7 +14,7 @@ import { detectEotSession } from './end-of-turn.ts'
 import { partitionRecords } from './extract-trace.ts'
 import { buildPrefixMergingStrict } from './polar-strict.ts'
 import { finalizeSegment, type Segment } from './segment.ts'
-import { type SessionInfo, trajectoryMetadata } from './trajectory-metadata.ts'
+import { mergeRatios, type SessionInfo, trajectoryMetadata } from './trajectory-metadata.ts'
 
 export interface PrefixMergingOptions {
   config: PrefixMergingConfig
@@ -38,6 +38,7 @@ function reconstructionStats(
   const branches: Record<string, number> = {}
   const driftByReason: Record<string, number> = {}
   let continued = 0
+  let roots = 0
   let strictRuleMerges = 0
   let turnsWithDrift = 0
   let driftMax = 0
@@ -56,6 +57,7 @@ function reconstructionStats(
     increment(branches, segment.branch ?? 'main')
     if (segment.origin === 'retry' || segment.origin === 'superseded') retries++
     continued += segment.turns.length - 1
+    if (segment.origin === 'root') roots++
     for (const turn of segment.turns.slice(1)) {
       if (turn.strictRuleMerge) strictRuleMerges++
       if (turn.contextDrift > 0) turnsWithDrift++
@@ -84,8 +86,12 @@ function reconstructionStats(
     excluded_by_reason: excludedByReason,
     traces_total: segments.length,
     turns_continued: continued,
-    /** Completions appended to an existing trace / trainable completions (0 = per_request). */
-    merged_turn_ratio: trainableCount === 0 ? 0 : continued / trainableCount,
+    /**
+     * `turns_mergeable` (every turn after the first of its conversation), `merged_turn_ratio` (continued ÷
+     * trainable completions, 0 = per_request, at most (n−1)/n) and `mergeable_merged_ratio` (continued ÷
+     * mergeable turns, 1 = every conversation one trace).
+     */
+    ...mergeRatios(trainableCount, roots, continued),
     /** Continued turns that Polar's strict rule would also have merged. */
     strict_rule_merges: strictRuleMerges,
     breaks,

@@ -102,3 +102,20 @@ export function trajectoryMetadata(
     capture_timing: captureTiming(records),
   }
 }
+
+/**
+ * The two merge ratios of `reconstruction_stats` (docs/harness-matrix.md):
+ * - `merged_turn_ratio`: continued turns ÷ trainable completions. At most (n−1)/n for a session that is one
+ *   trace (its first turn is never "continued"), so it can never reach 1.
+ * - `mergeable_merged_ratio`: continued turns ÷ mergeable turns, where a mergeable turn is every turn after the
+ *   first of its conversation (agent branch or side call: every turn but the root of a chain). 1 when every
+ *   conversation is one trace; 1 also when nothing was mergeable.
+ */
+export function mergeRatios(completions: number, roots: number, continued: number) {
+  const mergeable = Math.max(0, completions - roots)
+  return {
+    turns_mergeable: mergeable,
+    merged_turn_ratio: completions === 0 ? 0 : continued / completions,
+    mergeable_merged_ratio: mergeable === 0 ? 1 : continued / mergeable,
+  }
+}

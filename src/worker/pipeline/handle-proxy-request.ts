@@ -16,6 +16,7 @@ import { type CallFacts, completionInput } from './completion-input.ts'
 import { parseJsonBody, readBodyText } from './read-body.ts'
 import { resolvePreviousResponseBody, sessionCompletionLookup } from './resolve-previous-response.ts'
 import { restoreReplayedToolInputs } from './restore-tool-inputs.ts'
+import { restoreEngineBodyTurns, sampledTurnLookup } from './restore-replayed-turns.ts'
 import { authenticateSession } from './session-access.ts'
 import { type CallTarget, resolveCallTarget } from './call-target.ts'
 import { captureSize } from './capture-budget.ts'
@@ -65,6 +66,8 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
     promptChars: originalText.length,
   }
   const engineBody = buildEngineRequest(parsed.request, engineOptions)
+  // Replayed turns the template would not re-render as sampled get their sampled form back (a lookup only then).
+  await restoreEngineBodyTurns(engineBody, sampledTurnLookup(access.sessionId, access.stub), parsed.warnings)
   const clamped = clampWarning(parsed.request, engineBody, upstream.max_model_len ?? null)
   if (clamped) parsed.warnings.push(clamped)
   const { text: requestText, splice } = engineRequestSplice(

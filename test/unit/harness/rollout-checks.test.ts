@@ -9,7 +9,7 @@ import type { CompletionRecord } from '../../../src/contract/completion-record.t
 import type { Trajectory } from '../../../src/contract/trajectory.ts'
 import { reconstructTrajectory } from '../../../src/reconstruct/index.ts'
 import type { ServedCall } from '../../../scripts/lib/engine-tap.ts'
-import { checkSession } from '../../../scripts/lib/rollout-checks.ts'
+import { checkSession, matrixTotals, totalsProblems, unexpectedBreaks } from '../../../scripts/lib/rollout-checks.ts'
 import { makeRecord, withPreviousDeltas } from '../reconstruct-support/records.ts'
 
 const EOT = 151645
@@ -55,6 +55,41 @@ describe('rollout acceptance checks', () => {
     const result = check(records, served)
     expect(result).toMatchObject({ calls: 3, captured: 3, traces_per_request: 3, traces_prefix_merging: 1, mismatches: 0, problems: [] })
     expect(result.branches).toEqual({ main: 1 })
+    // Both ratios: continued ÷ completions can only reach (n−1)/n; continued ÷ mergeable turns reaches 1.
+    expect(result).toMatchObject({ turns_mergeable: 2, turns_continued: 2, mergeable_merged_ratio: 1 })
+    expect(result.merged_turn_ratio).toBeCloseTo(2 / 3)
+  })
+
+  it('counts a break against the mergeable turns', () => {
+    const { records, served } = session()
+    // A one-token context difference in the replayed first answer: under the exact preset the chain splits there.
+    const p3 = [...records[2]!.prompt_token_ids]
+    p3[records[0]!.prompt_token_ids.length] = 22
+    const broken = withPreviousDeltas([records[0]!, records[1]!, { ...records[2]!, prompt_token_ids: p3 }])
+    served[2]!.answer!.prompt_token_ids = p3
+    const result = check(broken, served)
+    expect(result).toMatchObject({ traces_prefix_merging: 2, turns_mergeable: 2, turns_continued: 1, mergeable_merged_ratio: 0.5 })
+    expect(result.breaks).toHaveLength(1)
+    expect(unexpectedBreaks('pi', result.breaks)).toEqual([
+      `prefix_merging (exact preset) broke with ${result.breaks[0]} (1×); allowed for pi: none`,
+    ])
+    const clean = session()
+    const totals = matrixTotals([result, check(clean.records, clean.served)])
+    expect(totals).toMatchObject({ calls: 6, traces_per_request: 6, traces_prefix_merging: 3, turns_mergeable: 4, turns_continued: 3 })
+    expect(totals.compression).toBe(2)
+    expect(totals.mergeable_merged_ratio).toBe(0.75)
+    expect(totalsProblems(totals)).toEqual([
+      '2.00× fewer sequences under prefix_merging, target ≥ 5.4×',
+      '75.0 % of mergeable turns merged, target ≥ 95 %',
+    ])
+  })
+
+  it('accepts only the break reasons a harness is known to force', () => {
+    expect(unexpectedBreaks('claude_code', ['template_rewrite', 'compaction'])).toEqual([])
+    expect(unexpectedBreaks('claude_code', ['retokenization', 'retokenization'])).toEqual([
+      'prefix_merging (exact preset) broke with retokenization (2×); allowed for claude_code: template_rewrite, compaction',
+    ])
+    expect(unexpectedBreaks('codex', [])).toEqual([])
   })
 
   it('reports a captured token that the engine did not sample', () => {

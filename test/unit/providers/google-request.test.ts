@@ -83,6 +83,36 @@ describe('other harnesses', () => {
     expect(codes(parsed)).toEqual(['tool_stripped'])
   })
 
+  it('gives id-less calls of a turn our signature names self-describing ids (the turn stays identifiable)', () => {
+    const signature = encodeThoughtSignature('cmpl_abc', 'Look first.')
+    const body = {
+      contents: [
+        { role: 'user', parts: [{ text: 'Fix it.' }] },
+        {
+          role: 'model',
+          parts: [
+            { text: 'Listing.\n' },
+            { functionCall: { name: 'bash', args: { command: 'ls' } }, thoughtSignature: signature },
+            { functionCall: { name: 'bash', args: { command: 'pwd' } } },
+          ],
+        },
+        {
+          role: 'user',
+          parts: [
+            { functionResponse: { name: 'bash', response: { output: 'a' } } },
+            { functionResponse: { name: 'bash', response: { output: 'b' } } },
+          ],
+        },
+      ],
+    }
+    const parsed = google.parseRequest(body, new URL('https://edge.test/v1beta/models/m:generateContent'))
+    const [, assistant, first, second] = parsed.request.messages
+    expect((assistant!.tool_calls as { id: string }[]).map((call) => call.id)).toEqual(['call_cmpl_abc_0', 'call_cmpl_abc_1'])
+    expect(assistant?.reasoning_content).toBe('Look first.')
+    expect(first).toMatchObject({ role: 'tool', tool_call_id: 'call_cmpl_abc_0' })
+    expect(second).toMatchObject({ role: 'tool', tool_call_id: 'call_cmpl_abc_1' })
+  })
+
   it("lower-cases qwen-code's OpenAPI parameters, maps nullable, ANY with one name, stop sequences", () => {
     const parsed = parseFixture(google, 'google', 'google-qwen-code')
     const tool = (parsed.request.tools as { function: { parameters: unknown } }[])[0]

@@ -19,7 +19,7 @@
  */
 import { RequestValidationError } from '../../adapter.ts'
 import type { ChatMessage, ChatRequest, ParsedRequest, TokenizeRequest } from '../../types.ts'
-import { decodeThoughtSignature } from './google-ids.ts'
+import { decodeThoughtSignature, googleFunctionCallId } from './google-ids.ts'
 import { toJsonSchema } from './google-json-schema.ts'
 import {
   type GoogleContent,
@@ -225,12 +225,15 @@ function convertModel(content: GoogleContent, contentIndex: number, openCalls: M
   const thoughts: string[] = []
   const signed: string[] = []
   const calls: ToolCall[] = []
+  const decodedParts = content.parts.map((part) => (part.thoughtSignature ? decodeThoughtSignature(part.thoughtSignature) : null))
+  // A turn our signature names keeps self-describing call ids even when the client dropped them (pi does).
+  const signedBy = decodedParts.find((decoded) => decoded !== null)?.completionId ?? null
   content.parts.forEach((part, partIndex) => {
-    const decoded = part.thoughtSignature ? decodeThoughtSignature(part.thoughtSignature) : null
+    const decoded = decodedParts[partIndex]
     if (decoded && !signed.includes(decoded.reasoning)) signed.push(decoded.reasoning)
     if (part.functionCall) {
       const call = part.functionCall
-      const id = call.id || `call_${contentIndex}_${partIndex}`
+      const id = call.id || (signedBy === null ? `call_${contentIndex}_${partIndex}` : googleFunctionCallId(signedBy, calls.length))
       calls.push({ id, type: 'function', function: { name: call.name, arguments: JSON.stringify(call.args ?? {}) } })
       const queue = openCalls.get(call.name) ?? []
       queue.push(id)

@@ -5,6 +5,7 @@
  */
 import type { ResponseContext } from '../../adapter.ts'
 import type { Completion, ResponseMessage } from '../../types.ts'
+import { chatToolCallId } from './openai-chat-ids.ts'
 
 export function openaiChatId(completionId: string): string {
   return `chatcmpl-${completionId}`
@@ -20,12 +21,17 @@ export function openaiChatUsage(completion: Completion) {
   }
 }
 
-export function openaiChatMessage(message: ResponseMessage) {
+/** The tool calls as the harness sees them: the engine's ids replaced by self-describing ones. */
+export function openaiChatToolCalls(message: ResponseMessage, completionId: string) {
+  return (message.tool_calls ?? []).map((call, index) => ({ ...call, id: chatToolCallId(completionId, index) }))
+}
+
+export function openaiChatMessage(message: ResponseMessage, completionId: string) {
   return {
     role: 'assistant' as const,
     content: message.content,
     ...(message.reasoning_content ? { reasoning_content: message.reasoning_content } : {}),
-    ...(message.tool_calls?.length ? { tool_calls: message.tool_calls } : {}),
+    ...(message.tool_calls?.length ? { tool_calls: openaiChatToolCalls(message, completionId) } : {}),
   }
 }
 
@@ -38,7 +44,7 @@ export function buildOpenaiChatResponse(completion: Completion, context: Respons
     choices: [
       {
         index: 0,
-        message: openaiChatMessage(completion.message),
+        message: openaiChatMessage(completion.message, context.completionId),
         logprobs: null,
         finish_reason: completion.finishReason.raw ?? 'stop',
       },

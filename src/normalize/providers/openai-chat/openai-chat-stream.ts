@@ -7,7 +7,7 @@ import type { ResponseContext, StreamEncoder } from '../../adapter.ts'
 import { sseComment, sseData } from '../../sse.ts'
 import type { Completion } from '../../types.ts'
 import { buildOpenaiChatError } from './openai-chat-error.ts'
-import { openaiChatId, openaiChatUsage } from './openai-chat-response.ts'
+import { openaiChatId, openaiChatToolCalls, openaiChatUsage } from './openai-chat-response.ts'
 
 export function createOpenaiChatStreamEncoder(context: ResponseContext): StreamEncoder {
   const id = openaiChatId(context.completionId)
@@ -28,7 +28,7 @@ export function createOpenaiChatStreamEncoder(context: ResponseContext): StreamE
       let out = chunk({ role: 'assistant', content: '' })
       if (message.reasoning_content) out += chunk({ reasoning_content: message.reasoning_content })
       if (message.content) out += chunk({ content: message.content })
-      message.tool_calls?.forEach((call, index) => {
+      openaiChatToolCalls(message, context.completionId).forEach((call, index) => {
         out += chunk({
           tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }],
         })
