@@ -56,6 +56,19 @@ export async function restoreReplayedToolInputs(
 ): Promise<{ body: unknown; warning: Warning | null }> {
   const ids = toolInputRestoreCandidates(body)
   if (ids.length === 0) return { body, warning: null }
+  const restore = restoreSampledToolInputs(body, await sampledMessages(sessionId, session, ids))
+  return { body: restore.body, warning: restoredToolInputWarning(restore) }
+}
+
+/**
+ * The sampled messages of `ids` (`ok` completions only; others absent): cached ones from this isolate, the
+ * rest in one `responseMessages` RPC (none when all are cached). Shared by every replay-restore step.
+ */
+export async function sampledMessages(
+  sessionId: string,
+  session: ResponseMessagesById,
+  ids: readonly string[],
+): Promise<Map<string, ResponseMessage>> {
   const sampled = new Map<string, ResponseMessage>()
   const missing: string[] = []
   for (const id of ids) {
@@ -71,6 +84,5 @@ export async function restoreReplayedToolInputs(
       remember(`${sessionId}\u0000${id}`, message)
     }
   }
-  const restore = restoreSampledToolInputs(body, sampled)
-  return { body: restore.body, warning: restoredToolInputWarning(restore) }
+  return sampled
 }
