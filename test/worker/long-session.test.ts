@@ -9,7 +9,10 @@ import type { CompletionRecord } from '../../src/contract/completion-record.ts'
 import type { SessionRpc } from '../../src/durable/session/session-object.ts'
 import type { CompletionInput } from '../../src/durable/session/record.ts'
 import { reconstructTrajectory, toJsonl, toNemoGymRows, toSessionResult, toSftRows, toSftTokenRows } from '../../src/reconstruct/index.ts'
+import type { SessionResult } from '../../src/contract/trajectory.ts'
+import type { SessionRolloutRpc } from '../../src/durable/session/session-rollout.ts'
 import { growingSession, growingSessionInputs } from '../support/records.ts'
+import { eventually, submit, TestRunner, taskBody, taskStatus } from './rollout-support.ts'
 
 const ADMIN = { authorization: 'Bearer test-admin-token', 'content-type': 'application/json' }
 const EDGE = 'https://edge.test'
@@ -86,6 +89,41 @@ describe('long sessions', () => {
       expect((await got.text()).trim() === expected).toBe(true)
     }, 120_000)
   }
+
+  it('a 1,000-turn rollout session hands its task the prefix_merging result the in-memory builder gives', async () => {
+    const runner = await TestRunner.start('long-rollout-r')
+    const taskId = 'long-rollout'
+    const builder = { strategy: 'prefix_merging', config: { preset: 'tolerant' } }
+    expect((await submit(taskBody(taskId, { builder }))).status).toBe(200)
+    const assigned = await runner.takeAssignment(taskId)
+    const session = env.SESSIONS.get(env.SESSIONS.idFromName(assigned.session_id)) as unknown as SessionRolloutRpc & SessionRpc
+    await eventually(async () => expect((await session.lifecycle())?.status).toBe('RUNNING'))
+    for (const input of growingSessionInputs(1000)) {
+      const admission = await session.admit()
+      if (!admission.ok || !admission.managed) throw new Error('not admitted')
+      await session.recordAdmitted(admission.ticket, input)
+    }
+    const records = await allRecords(session)
+    runner.send({ type: 'session.finished', session_id: assigned.session_id, agent_result: { status: 'completed', return_code: 0 } })
+    const status = await eventually(async () => {
+      const current = await taskStatus(taskId)
+      expect(current.status).toBe('completed')
+      return current
+    }, 60_000)
+    // What the task stored in R2 (and the trainer bridges read): the streamed build's traces and stats.
+    const result = status.results[0] as SessionResult
+    expect(result).toMatchObject({ session_id: assigned.session_id, status: 'COMPLETED', error: null })
+    const expected = reconstructTrajectory(records, {
+      builder: 'prefix_merging',
+      config: builder.config,
+      session: { session_id: assigned.session_id, task_id: taskId, metadata: result.metadata },
+    })
+    expect(result.trajectory.traces).toHaveLength(1)
+    expect(JSON.stringify(result.trajectory.traces.map((trace) => ({ ...trace, reward: null })))).toBe(JSON.stringify(expected.traces))
+    expect(result.trajectory.metadata.reconstruction_stats).toEqual(expected.metadata.reconstruction_stats)
+    expect(result.trajectory.metadata.record_count).toBe(1000)
+    runner.close()
+  }, 180_000)
 
   it('streams every export format with the rows of the in-memory exports', async () => {
     const sessionId = 'long-exports'

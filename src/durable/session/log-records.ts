@@ -205,6 +205,23 @@ class LogRecord implements CompletionRecord {
   }
 }
 
+/** Reading the log failed (storage): worth retrying, unlike a failure of the builder itself. */
+export class LogReadError extends Error {
+  constructor(cause: unknown) {
+    super(`reading the completion log failed: ${cause instanceof Error ? cause.message : String(cause)}`, { cause })
+    this.name = 'LogReadError'
+  }
+}
+
+/** Run `read`, reporting its failure as a `LogReadError`. */
+function reading<T>(read: () => T): T {
+  try {
+    return read()
+  } catch (error) {
+    throw error instanceof LogReadError ? error : new LogReadError(error)
+  }
+}
+
 export class LogRecords {
   readonly #log: CompletionLog
   #prompts: PromptCache | null = null
@@ -222,7 +239,7 @@ export class LogRecords {
   async open(throughSeq = Number.POSITIVE_INFINITY): Promise<CompletionRecord[]> {
     const { sql, blobs, sessionId } = this.#log.storage
     const through = Number.isFinite(throughSeq) ? throughSeq : Number.MAX_SAFE_INTEGER
-    const rows = sql.all<LightRow>(`SELECT ${LIGHT_COLUMNS} FROM rg_completions WHERE seq <= ? ORDER BY seq`, through)
+    const rows = reading(() => sql.all<LightRow>(`SELECT ${LIGHT_COLUMNS} FROM rg_completions WHERE seq <= ? ORDER BY seq`, through))
     const spilledSuffixes = new Map<number, Uint32Array>()
     const spilledByRow = new Map<number, Map<string, ArrayBuffer>>()
     for (const row of rows) {
@@ -231,7 +248,12 @@ export class LogRecords {
       const fields = new Map<string, ArrayBuffer>()
       for (const field of ['prompt_suffix', 'response_tokens', 'logprobs']) {
         const key = keys[field]
-        if (key) fields.set(field, await blobs.getBytes(key))
+        if (!key) continue
+        try {
+          fields.set(field, await blobs.getBytes(key))
+        } catch (error) {
+          throw new LogReadError(error)
+        }
       }
       const suffix = fields.get('prompt_suffix')
       if (suffix) spilledSuffixes.set(row.seq, unpackTokens(suffix))
@@ -246,7 +268,11 @@ export class LogRecords {
   /** Load the record's request (messages and tools) for the builder. */
   async load(record: CompletionRecord): Promise<void> {
     const target = record as LogRecord
-    target.request = await this.#log.request(record.seq)
+    try {
+      target.request = await this.#log.request(record.seq)
+    } catch (error) {
+      throw new LogReadError(error)
+    }
     target.prompt_message_count = undefined
   }
 

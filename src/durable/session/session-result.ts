@@ -5,25 +5,31 @@
  * reward merge (§17). Pure: the same records and state always give the same result, so a retried
  * delivery never needs a stored copy.
  */
-import type { CompletionRecord } from '../../contract/completion-record.ts'
 import { EDGE_EVALUATORS } from '../../contract/rollout.ts'
 import type { SessionResult, SessionTiming, Trajectory, TrajectoryStatus } from '../../contract/trajectory.ts'
 import { applyEvalResult, reconstructTrajectory, toSessionResult } from '../../reconstruct/index.ts'
+import type { CompletionLog } from './completion-log.ts'
+import { LogReadError } from './log-records.ts'
 import type { LifecycleState } from './session-lifecycle.ts'
+import { buildTrajectory } from './trajectory-stream.ts'
 
-/** Build the trajectory of the run (completions up to `built_through_seq`) with the agent outcome applied. */
-export function buildRunTrajectory(sessionId: string, records: readonly CompletionRecord[], state: LifecycleState): Trajectory {
+/**
+ * Build the trajectory of the run (completions up to `built_through_seq`) with the agent outcome applied,
+ * from the durable log (tolerant prefix_merging reads it lazily: `buildTrajectory`). A failure reading the
+ * log propagates (`LogReadError`: retried); a failure of the builder is this trajectory's error.
+ */
+export async function buildRunTrajectory(sessionId: string, log: CompletionLog, state: LifecycleState): Promise<Trajectory> {
   const { spec } = state
   const through = state.built_through_seq ?? Number.POSITIVE_INFINITY
   const session = { session_id: sessionId, task_id: spec.task_id, metadata: spec.metadata }
-  let trajectory: Trajectory
+  const request = { builder: spec.builder.strategy, ...(spec.builder.config ? { config: spec.builder.config } : {}) }
+  let built: { trajectory: Trajectory; late: number }
   try {
-    trajectory = reconstructTrajectory(state.build ? records.filter((record) => record.seq <= through) : [], {
-      builder: spec.builder.strategy,
-      config: spec.builder.config,
-      session,
-    })
+    built = state.build
+      ? await buildTrajectory(log, request, session, through)
+      : { trajectory: reconstructTrajectory([], { ...request, session }), late: 0 }
   } catch (error) {
+    if (error instanceof LogReadError) throw error
     return {
       status: 'ERROR',
       metadata: { builder: spec.builder.strategy, session_id: sessionId, task_id: spec.task_id, task_metadata: spec.metadata },
@@ -31,8 +37,8 @@ export function buildRunTrajectory(sessionId: string, records: readonly Completi
       error: `trajectory build failed: ${(error as Error).message}`,
     }
   }
+  const { trajectory, late } = built
   const status: TrajectoryStatus = state.build ? agentStatus(state) : (state.final_status ?? 'ERROR')
-  const late = state.build ? records.filter((record) => record.seq > through).length : 0
   return {
     ...trajectory,
     status,

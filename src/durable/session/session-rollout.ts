@@ -379,10 +379,11 @@ export class SessionRollout {
     const config = this.#deps.config()
     const sessionId = config?.session_id ?? 'unknown'
     if (state.error?.startsWith(UNDELIVERABLE)) return this.#undeliverable(state, state.error)
-    // Reading the log may fail for a moment (storage): that propagates and is retried.
-    const records = state.build ? await this.#deps.log().all() : []
+    // Reading the log may fail for a moment (storage): that propagates and is retried. Tolerant
+    // prefix_merging reads it lazily, so a 1,000-turn rollout holds its traces, not its records.
+    const built = await buildRunTrajectory(sessionId, this.#deps.log(), state)
     try {
-      const trajectory = applyTrainingFilter(evaluate(buildRunTrajectory(sessionId, records, state), state), state.spec.training_filter)
+      const trajectory = applyTrainingFilter(evaluate(built, state), state.spec.training_filter)
       const result = sessionResult(sessionId, trajectory, state, this.#lifecycle.timing())
       if (exceedsJsonDepth(result, MAX_RESULT_DEPTH)) throw new Error(`it nests deeper than ${MAX_RESULT_DEPTH} levels`)
       return { trajectory, result }

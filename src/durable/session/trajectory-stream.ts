@@ -22,6 +22,7 @@ import { excludedEntry, exclusionReason, traceFromRecord } from '../../reconstru
 import {
   applyMergePreset,
   checkBuilderConfig,
+  type PrefixMergingConfig,
   prefixMergingConfigSchema,
   reconstructTrajectory,
   toNemoGymRows,
@@ -32,7 +33,7 @@ import {
 import { type SessionInfo, trajectoryMetadata } from '../../reconstruct/trajectory-metadata.ts'
 import { startPrefixMerging } from '../../reconstruct/prefix-merging.ts'
 import type { CompletionLog } from './completion-log.ts'
-import { LogRecords } from './log-records.ts'
+import { LogReadError, LogRecords } from './log-records.ts'
 
 export const TRAJECTORY_FORMATS = ['trajectory', 'session_result', 'nemo-gym', 'sft', 'sft-tokens'] as const
 export type TrajectoryFormat = (typeof TRAJECTORY_FORMATS)[number]
@@ -166,11 +167,29 @@ export function* jsonChunks(value: object): Generator<string> {
 
 /** prefix_merging: tolerant over lazily read records (bounded memory); Polar-strict in memory. */
 async function prefixMergingShell(log: CompletionLog, request: StreamRequest, session: SessionInfo): Promise<Shell> {
+  const config = tolerantConfig(request)
+  if (config === null) return builtShell(log, request, session)
+  const source = new LogRecords(log)
+  return tolerantShell(source, await source.open(), config, session)
+}
+
+type TolerantConfig = PrefixMergingConfig & { warnings: ReturnType<typeof checkBuilderConfig>['warnings'] }
+
+/** The tolerant prefix_merging config of `request`, or null for another builder or `strict: true`. */
+function tolerantConfig(request: StreamRequest): TolerantConfig | null {
+  if (request.builder !== 'prefix_merging') return null
   const { config: checked, warnings } = checkBuilderConfig('prefix_merging', request.config)
   const config = prefixMergingConfigSchema.parse(applyMergePreset(checked))
-  if (config.strict) return builtShell(log, request, session)
-  const source = new LogRecords(log)
-  const records = await source.open()
+  return config.strict ? null : { ...config, warnings }
+}
+
+/** Route every trainable record (its request loaded only while it is routed), then hand the traces out one by one. */
+async function tolerantShell(
+  source: LogRecords,
+  records: readonly CompletionRecord[],
+  { warnings, ...config }: TolerantConfig,
+  session: SessionInfo,
+): Promise<Shell> {
   const run = startPrefixMerging(records, { config, session })
   for (const record of run.trainable) {
     await source.load(record)
@@ -193,6 +212,43 @@ async function prefixMergingShell(log: CompletionLog, request: StreamRequest, se
       }
     })(),
   }
+}
+
+/**
+ * The trajectory of the records through `throughSeq` as one object (a rollout's `SessionResult` carries
+ * it), and how many records came later. Tolerant prefix_merging reads the log lazily, so only the traces
+ * themselves are held; other builders read the records into memory. Failures reading the log are
+ * `LogReadError`s; anything else is the builder's.
+ */
+export async function buildTrajectory(
+  log: CompletionLog,
+  request: StreamRequest,
+  session: SessionInfo,
+  throughSeq = Number.POSITIVE_INFINITY,
+): Promise<{ trajectory: Trajectory; late: number }> {
+  const config = tolerantConfig(request)
+  if (config === null) {
+    let all: CompletionRecord[]
+    try {
+      all = await log.all({ withoutOriginal: true })
+    } catch (error) {
+      throw new LogReadError(error)
+    }
+    const records = all.filter((record) => record.seq <= throughSeq)
+    const trajectory = reconstructTrajectory(records, {
+      builder: request.builder,
+      ...(request.config ? { config: request.config } : {}),
+      session,
+    })
+    return { trajectory, late: all.length - records.length }
+  }
+  const source = new LogRecords(log)
+  const all = await source.open()
+  const records = all.filter((record) => record.seq <= throughSeq)
+  const shell = await tolerantShell(source, records, config, session)
+  const traces: Trace[] = []
+  for await (const trace of shell.traces) traces.push(trace)
+  return { trajectory: { status: shell.status, metadata: shell.metadata, traces, error: shell.error }, late: all.length - records.length }
 }
 
 async function builtShell(log: CompletionLog, request: StreamRequest, session: SessionInfo): Promise<Shell> {
