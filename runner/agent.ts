@@ -11,10 +11,11 @@
  *   everything, report partial results of sessions that reached RUNNING, close "shutdown" so the edge
  *   re-dispatches the rest).
  */
+import type { EdgeBodyFrame } from '../src/contract/tunnel-frames.ts'
 import { type EdgeMessage, RUNNER_PROTOCOL_VERSION, type RunnerCapacity, type RunnerMessageInput } from '../src/contract/runner-protocol.ts'
 import { EdgeConnection } from './connection/edge-connection.ts'
 import { SecretStore } from './connection/secret-store.ts'
-import { TunnelClient } from './connection/tunnel-client.ts'
+import { negotiatedFeatures, TUNNEL_CLIENT_CAPABILITIES, TunnelClient, type TunnelFeatures } from './connection/tunnel-client.ts'
 import { type Outcome, type StageHandlers, StagePipeline } from './pools/pipeline.ts'
 import { jobFromAssignment, type SessionJob } from './session/session-flow.ts'
 
@@ -44,6 +45,8 @@ export class RunnerAgent {
   readonly pipeline: StagePipeline<SessionJob, unknown>
   readonly connection: EdgeConnection
   readonly tunnel: TunnelClient
+  /** What the edge accepted for the tunnel on the current connection (null until `registered`). */
+  #tunnelFeatures: TunnelFeatures | null = null
   /** `session.finished` frames not yet written to a registered connection. */
   readonly #outbox = new Map<string, { message: RunnerMessageInput; status: HeldStatus }>()
   readonly #lastStatus = new Map<string, HeldStatus>()
@@ -76,13 +79,20 @@ export class RunnerAgent {
       heartbeat: () => ({ type: 'heartbeat', metrics: this.pipeline.metrics() }),
       onMessage: (message) => this.#onMessage(message),
       onRegistered: () => this.#flushOutbox(),
-      onDisconnected: (reason) => this.tunnel.abortAll(`edge link closed (${reason})`),
+      onDisconnected: (reason) => {
+        this.#tunnelFeatures = null
+        this.tunnel.abortAll(`edge link closed (${reason})`)
+      },
       log: options.log,
       ...(options.backoff ? { backoff: options.backoff } : {}),
     })
     this.tunnel = new TunnelClient({
       upstreamUrl: options.upstreamUrl,
-      port: { send: (message) => this.connection.send(message), flushed: (signal) => this.connection.flushed(signal) },
+      port: {
+        send: (message) => this.connection.send(message),
+        flushed: (signal) => this.connection.flushed(signal),
+        features: () => this.#tunnelFeatures,
+      },
       log: options.log,
     })
   }
@@ -175,12 +185,14 @@ export class RunnerAgent {
       sessions: this.held(),
       labels: this.options.labels ?? {},
       ...(this.options.evaluators ? { evaluators: this.options.evaluators } : {}),
+      capabilities: TUNNEL_CLIENT_CAPABILITIES,
     }
   }
 
-  #onMessage(message: EdgeMessage): void {
+  #onMessage(message: EdgeMessage | EdgeBodyFrame): void {
     switch (message.type) {
       case 'registered': {
+        this.#tunnelFeatures = negotiatedFeatures(message)
         this.options.log('edge.registered', { keep: message.keep.length, drop: message.drop.length })
         for (const sessionId of message.drop) {
           this.#outbox.delete(sessionId)

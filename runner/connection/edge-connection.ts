@@ -6,9 +6,12 @@
  * jittered exponential backoff after anything but a deliberate close. Incoming frames are validated with the
  * protocol schema and handed to `onMessage`. `send` reports whether the frame was written; `flushed()` gives
  * senders backpressure (it resolves once the socket's buffer is below the high-water mark).
+ * Binary tunnel frames (`tunnel.binary`, once the edge accepted it in `registered.capabilities`) are decoded
+ * with `tunnel-frames.ts`; a body frame whose payload is bytes is sent as one.
  */
 import WebSocket from 'ws'
 import { type EdgeMessage, edgeMessageSchema, RUNNER_SECRET_HEADER, type RunnerMessageInput } from '../../src/contract/runner-protocol.ts'
+import { decodeEdgeFrame, type EdgeBodyFrame, encodeTunnelFrame, type RunnerBodyFrame } from '../../src/contract/tunnel-frames.ts'
 import { backoffDelay } from './backoff.ts'
 import type { SecretStore } from './secret-store.ts'
 
@@ -27,7 +30,7 @@ export interface EdgeConnectionOptions {
   register(): RunnerMessageInput
   /** Stage metrics for heartbeats. */
   heartbeat(): RunnerMessageInput
-  onMessage(message: EdgeMessage): void
+  onMessage(message: EdgeMessage | EdgeBodyFrame): void
   /** After `registered` was processed (keep/drop applied by onMessage first). */
   onRegistered?(): void
   onDisconnected?(reason: string): void
@@ -75,11 +78,14 @@ export class EdgeConnection {
   }
 
   /** Send a frame if the socket is open; false otherwise (the caller keeps what must not be lost). */
-  send(message: RunnerMessageInput): boolean {
+  send(message: RunnerMessageInput | RunnerBodyFrame): boolean {
     const ws = this.#ws
     if (!ws || ws.readyState !== WebSocket.OPEN) return false
     try {
-      ws.send(JSON.stringify(message))
+      const binary =
+        (message.type === 'tunnel.head' && message.body instanceof Uint8Array) ||
+        (message.type === 'tunnel.chunk' && message.data instanceof Uint8Array)
+      ws.send(binary ? encodeTunnelFrame(message as RunnerBodyFrame) : JSON.stringify(message))
       this.stats.framesOut++
       return true
     } catch {
@@ -207,14 +213,27 @@ export class EdgeConnection {
         ws.on('pong', () => {
           this.#lastHeard = Date.now()
         })
-        ws.on('message', (data) => {
+        ws.on('message', (data, isBinary) => {
           this.#lastHeard = Date.now()
-          this.#onFrame(String(data))
+          if (isBinary) this.#onBinary(data as Buffer)
+          else this.#onFrame(String(data))
         })
         this.send(this.options.register())
         resolve({ closed })
       })
     })
+  }
+
+  #onBinary(data: Buffer): void {
+    this.stats.framesIn++
+    let frame: EdgeBodyFrame
+    try {
+      frame = decodeEdgeFrame(data)
+    } catch (error) {
+      this.options.log('edge.bad_frame', { error: (error as Error).message, bytes: data.length })
+      return
+    }
+    this.options.onMessage(frame)
   }
 
   #onFrame(text: string): void {

@@ -14,6 +14,15 @@
  * runner answers `tunnel.head` (+ `tunnel.chunk` frames while `more`) from its local engine, or
  * `tunnel.error`; `tunnel.cancel` aborts a request (client gone, timeout). Bodies are UTF-8 text
  * (the engine API is JSON and SSE), split into frames of at most `TUNNEL_CHUNK_CHARS`.
+ *
+ * Optional tunnel features, negotiated per connection: the runner lists what it speaks in
+ * `register.capabilities`, the edge answers what it accepted in `registered.capabilities` (absent on
+ * both sides = plain v1, which keeps working). `tunnel.binary`: the body-carrying frames travel as
+ * binary WebSocket messages (`tunnel-frames.ts`: a small header + the raw body bytes, no JSON
+ * escaping). `tunnel.credit` (only together with `tunnel.binary`): per-request flow control in both
+ * directions — a sender may have at most `registered.tunnel_window_bytes` body bytes of one request
+ * not yet acknowledged by `tunnel.credit` messages from the receiver, which grants credit as its
+ * consumer (the engine for request bodies, the edge's reader for answers) drains them.
  */
 import { z } from 'zod'
 import { upstreamKindSchema } from './completion-record.ts'
@@ -26,6 +35,13 @@ export const RUNNER_PROTOCOL_VERSION = 1
  * grow text up to 6× (`\u00XX`), so 128 Ki characters keeps even a worst-case frame under it.
  */
 export const TUNNEL_CHUNK_CHARS = 128 * 1024
+
+/** Optional features a runner may ask for in `register.capabilities` (see the module doc). */
+export const TUNNEL_CAPABILITY = { binary: 'tunnel.binary', credit: 'tunnel.credit' } as const
+/** Body bytes per binary tunnel frame (Workers cap a WebSocket message at 1 MiB). */
+export const TUNNEL_FRAME_BYTES = 256 * 1024
+/** Default per-request credit window (body bytes in flight, unacknowledged) in each direction. */
+export const TUNNEL_WINDOW_BYTES = 1024 * 1024
 /**
  * Runner identity: the shared runner token only enrols. The first connection of a runner id gets a
  * per-runner secret once, in `registered.runner_secret`; every later connection of that id must send
@@ -93,6 +109,46 @@ export type RunnerCapacity = z.infer<typeof runnerCapacitySchema>
 export const runnerSessionStatusSchema = z.enum(['INITIALIZING', 'READY', 'RUNNING'])
 export type RunnerSessionStatus = z.infer<typeof runnerSessionStatusSchema>
 
+/**
+ * Flow control (`tunnel.credit` negotiated): the receiver of a request's body frames grants the sender
+ * `bytes` more of that request's body (request bodies: runner → edge; answers: edge → runner).
+ */
+const tunnelCreditSchema = z.object({
+  type: z.literal('tunnel.credit'),
+  request_id: z.string(),
+  bytes: z
+    .number()
+    .int()
+    .positive()
+    .max(2 ** 31),
+})
+
+/** Runner → edge: the engine's answer head (and its first body bytes). */
+export const tunnelHeadSchema = z.object({
+  type: z.literal('tunnel.head'),
+  request_id: z.string(),
+  status: z.number().int().min(100).max(599),
+  headers: headersSchema.default({}),
+  body: z.string().default(''),
+  more: z.boolean().default(false),
+})
+/** Runner → edge: more of the answer's body. */
+export const tunnelChunkSchema = z.object({ type: z.literal('tunnel.chunk'), request_id: z.string(), data: z.string(), more: z.boolean() })
+/** Edge → runner: one engine request (and its first body bytes). */
+export const tunnelRequestSchema = z.object({
+  type: z.literal('tunnel.request'),
+  request_id: z.string(),
+  method: z.string(),
+  /** Path and query on the runner's engine, e.g. `/v1/chat/completions`. */
+  path: z.string(),
+  headers: headersSchema,
+  body: z.string(),
+  more: z.boolean(),
+  timeout_ms: z.number().int(),
+})
+/** Edge → runner: more of the request's body. */
+export const tunnelBodySchema = z.object({ type: z.literal('tunnel.body'), request_id: z.string(), data: z.string(), more: z.boolean() })
+
 // ---------------------------------------------------------------------------------------------
 // Runner → edge
 // ---------------------------------------------------------------------------------------------
@@ -117,6 +173,8 @@ export const runnerMessageSchema = z.discriminatedUnion('type', [
      * runner-side evaluator that no connected runner reports.
      */
     evaluators: z.array(z.string().min(1).max(256)).max(256).optional(),
+    /** Optional tunnel features this runner speaks (`TUNNEL_CAPABILITY`); unknown names are ignored. */
+    capabilities: z.array(z.string().min(1).max(64)).max(64).optional(),
   }),
   z.object({ type: z.literal('heartbeat'), metrics: stageMetricsSchema }),
   z.object({ type: z.literal('ack'), session_id: z.string(), accepted: z.boolean(), reason: z.string().nullable().default(null) }),
@@ -131,16 +189,10 @@ export const runnerMessageSchema = z.discriminatedUnion('type', [
     error: z.string().nullable().default(null),
   }),
   z.object({ type: z.literal('drain') }),
-  z.object({
-    type: z.literal('tunnel.head'),
-    request_id: z.string(),
-    status: z.number().int().min(100).max(599),
-    headers: headersSchema.default({}),
-    body: z.string().default(''),
-    more: z.boolean().default(false),
-  }),
-  z.object({ type: z.literal('tunnel.chunk'), request_id: z.string(), data: z.string(), more: z.boolean() }),
+  tunnelHeadSchema,
+  tunnelChunkSchema,
   z.object({ type: z.literal('tunnel.error'), request_id: z.string(), message: z.string() }),
+  tunnelCreditSchema,
 ])
 export type RunnerMessage = z.infer<typeof runnerMessageSchema>
 export type RunnerMessageInput = z.input<typeof runnerMessageSchema>
@@ -169,22 +221,17 @@ export const edgeMessageSchema = z.discriminatedUnion('type', [
      * connection must present in `x-rollgate-runner-secret` (`RUNNER_SECRET_HEADER`). Keep it durably.
      */
     runner_secret: z.string().optional(),
+    /** The optional tunnel features the edge accepted from `register.capabilities` (absent: none). */
+    capabilities: z.array(z.string()).optional(),
+    /** With `tunnel.credit`: the per-request window in bytes, each direction. */
+    tunnel_window_bytes: z.number().int().positive().optional(),
   }),
   z.object({ type: z.literal('assign'), session: sessionAssignmentSchema }),
   z.object({ type: z.literal('cancel'), session_id: z.string(), reason: z.string() }),
-  z.object({
-    type: z.literal('tunnel.request'),
-    request_id: z.string(),
-    method: z.string(),
-    /** Path and query on the runner's engine, e.g. `/v1/chat/completions`. */
-    path: z.string(),
-    headers: headersSchema,
-    body: z.string(),
-    more: z.boolean(),
-    timeout_ms: z.number().int(),
-  }),
-  z.object({ type: z.literal('tunnel.body'), request_id: z.string(), data: z.string(), more: z.boolean() }),
+  tunnelRequestSchema,
+  tunnelBodySchema,
   z.object({ type: z.literal('tunnel.cancel'), request_id: z.string(), reason: z.string() }),
+  tunnelCreditSchema,
   z.object({ type: z.literal('drained') }),
   z.object({ type: z.literal('error'), message: z.string() }),
 ])

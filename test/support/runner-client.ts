@@ -6,8 +6,13 @@
  * arrives, aborting on `tunnel.cancel`), and reconnects with bounded backoff, re-registering the
  * sessions it still holds. What it does with assignments is up to the test (`next('assign')`,
  * `report`, `finish`).
+ *
+ * Its tunnel speaks plain protocol v1 (JSON frames, no flow control) by default, like a runner that predates
+ * `tunnel.binary` / `tunnel.credit`; `tunnel: 'credit'` asks for both and answers with the real runner's
+ * `TunnelClient` instead.
  */
 import WebSocket from 'ws'
+import { negotiatedFeatures, TUNNEL_CLIENT_CAPABILITIES, TunnelClient, type TunnelFeatures } from '../../runner/connection/tunnel-client.ts'
 import type { StageMetrics } from '../../src/contract/rollout.ts'
 import {
   type EdgeMessage,
@@ -19,6 +24,7 @@ import {
   type SessionAssignment,
   TUNNEL_CHUNK_CHARS,
 } from '../../src/contract/runner-protocol.ts'
+import { decodeEdgeFrame, encodeTunnelFrame, type RunnerBodyFrame } from '../../src/contract/tunnel-frames.ts'
 
 const WAIT_MS = 10_000
 const RECONNECT_MIN_MS = 100
@@ -40,6 +46,8 @@ export interface RunnerClientOptions {
   reconnect?: boolean
   /** The per-runner secret from an earlier enrolment (kept from `registered.runner_secret` otherwise). */
   secret?: string
+  /** `v1` (default): plain JSON tunnel frames; `credit`: binary frames + credits via the runner's `TunnelClient`. */
+  tunnel?: 'v1' | 'credit'
 }
 
 export class RunnerClient {
@@ -59,10 +67,34 @@ export class RunnerClient {
   #reconnects = 0
   /** The per-runner secret: sent on every connection once the edge minted it. */
   secret: string | null
+  /** The real runner's tunnel client (option `tunnel: 'credit'`). */
+  readonly tunnel: TunnelClient | null
+  #features: TunnelFeatures | null = null
 
   constructor(options: RunnerClientOptions) {
     this.options = options
     this.secret = options.secret ?? null
+    this.tunnel =
+      options.tunnel === 'credit'
+        ? new TunnelClient({
+            upstreamUrl: options.engineUrl,
+            port: {
+              send: (message) => this.#sendFrame(message),
+              flushed: async () => {},
+              features: () => this.#features,
+            },
+          })
+        : null
+  }
+
+  #sendFrame(message: RunnerMessageInput | RunnerBodyFrame): boolean {
+    const ws = this.#ws
+    if (ws?.readyState !== WebSocket.OPEN) return false
+    const binary =
+      (message.type === 'tunnel.head' && message.body instanceof Uint8Array) ||
+      (message.type === 'tunnel.chunk' && message.data instanceof Uint8Array)
+    ws.send(binary ? encodeTunnelFrame(message as RunnerBodyFrame) : JSON.stringify(message))
+    return true
   }
 
   /** Connect and register; resolves once the edge answered `registered`. */
@@ -195,7 +227,13 @@ export class RunnerClient {
       })
     })
     this.stats.connects++
-    ws.on('message', (data) => this.#onMessage(String(data)))
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) {
+        const frame = decodeEdgeFrame(data as Buffer)
+        if (frame.type === 'tunnel.request') this.stats.tunnelRequests++
+        this.tunnel?.onMessage(frame)
+      } else this.#onMessage(String(data))
+    })
     ws.on('close', () => this.#onClose(ws))
     ws.on('error', () => {})
     this.send({
@@ -205,11 +243,14 @@ export class RunnerClient {
       capacity: this.options.capacity ?? { max_init_workers: 4, max_run_workers: 4, max_postrun_workers: 4 },
       upstream: this.options.engineUrl ? { model: this.options.servedModel ?? 'Qwen/Qwen3-8B', kind: 'vllm' } : null,
       sessions: [...this.held].map(([session_id, status]) => ({ session_id, status })),
+      ...(this.tunnel ? { capabilities: TUNNEL_CLIENT_CAPABILITIES } : {}),
     })
   }
 
   #onClose(ws: WebSocket): void {
     if (this.#ws !== ws) return
+    this.#features = null
+    this.tunnel?.abortAll('connection closed')
     this.#stopHeartbeat()
     for (const controller of this.#inflight.values()) controller.abort()
     this.#inflight.clear()
@@ -236,6 +277,7 @@ export class RunnerClient {
     this.received.push(message)
     switch (message.type) {
       case 'registered':
+        if (this.tunnel) this.#features = negotiatedFeatures(message)
         if (message.runner_secret) this.secret = message.runner_secret
         for (const sessionId of message.drop) this.held.delete(sessionId)
         this.#startHeartbeat(message.heartbeat_interval_ms)
@@ -249,10 +291,16 @@ export class RunnerClient {
         break
       case 'tunnel.request':
       case 'tunnel.body':
-        this.#onTunnel(message)
+        if (message.type === 'tunnel.request') this.stats.tunnelRequests += this.tunnel ? 1 : 0
+        if (this.tunnel) this.tunnel.onMessage(message)
+        else this.#onTunnel(message)
+        return
+      case 'tunnel.credit':
+        this.tunnel?.onMessage(message)
         return
       case 'tunnel.cancel':
         this.stats.tunnelCancels++
+        this.tunnel?.onMessage(message)
         this.#inflight.get(message.request_id)?.abort()
         this.#inflight.delete(message.request_id)
         return

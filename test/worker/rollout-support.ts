@@ -110,7 +110,10 @@ export class TestRunner {
   private constructor(runnerId: string, ws: WebSocket) {
     this.runnerId = runnerId
     this.ws = ws
-    ws.addEventListener('message', (event) => this.#onMessage(String(event.data)))
+    // Binary frames (tunnel.binary) are left to tests that asked for them.
+    ws.addEventListener('message', (event) => {
+      if (typeof event.data === 'string') this.#onMessage(event.data)
+    })
     ws.addEventListener('close', (event) => {
       this.closeCode = event.code
       this.closed = true

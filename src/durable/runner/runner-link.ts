@@ -25,12 +25,15 @@ import {
   RUNNER_SECRET_HEADER,
   type RunnerMessage,
   runnerMessageSchema,
+  TUNNEL_CAPABILITY,
+  TUNNEL_WINDOW_BYTES,
 } from '../../contract/runner-protocol.ts'
+import { decodeRunnerFrame, type EdgeBodyFrame, encodeTunnelFrame } from '../../contract/tunnel-frames.ts'
 import { exceedsJsonDepth, jsonDepthMessage } from '../../normalize/json-depth.ts'
 import type { LinkDelivery } from './link-outbox.ts'
 import { RUNNER_HUB_NAME, RUNNER_ID, RUNNER_ID_MESSAGE } from './names.ts'
 import type { RunnerHubLinkRpc } from './runner-hub.ts'
-import { TUNNEL_TIMEOUT_HEADER, TunnelRequests } from './tunnel.ts'
+import { TUNNEL_TIMEOUT_HEADER, type TunnelFeatures, TunnelRequests, type TunnelStats } from './tunnel.ts'
 
 /** Default deadline of a tunnelled request (Polar's inference read timeout). */
 export const DEFAULT_TUNNEL_TIMEOUT_MS = 900_000
@@ -40,6 +43,24 @@ interface Attachment {
   registered: boolean
   /** Accepted without a secret (the id had none): the registration mints one. */
   enrolling?: boolean
+  /** Optional tunnel features accepted from the runner's last `register` (absent: plain v1). */
+  capabilities?: string[]
+}
+
+/** The optional tunnel features this edge speaks, from a runner's `register.capabilities`. */
+export function acceptCapabilities(asked: readonly string[] | undefined): string[] {
+  const binary = asked?.includes(TUNNEL_CAPABILITY.binary) === true
+  // Credits count binary frames' body bytes: accepted only together with binary frames.
+  const credit = binary && asked?.includes(TUNNEL_CAPABILITY.credit) === true
+  return [...(binary ? [TUNNEL_CAPABILITY.binary] : []), ...(credit ? [TUNNEL_CAPABILITY.credit] : [])]
+}
+
+function featuresOf(capabilities: readonly string[] | undefined): TunnelFeatures {
+  return {
+    binary: capabilities?.includes(TUNNEL_CAPABILITY.binary) === true,
+    credit: capabilities?.includes(TUNNEL_CAPABILITY.credit) === true,
+    windowBytes: TUNNEL_WINDOW_BYTES,
+  }
 }
 
 /** What one link served (the 8-runner test checks no link serves two runners). */
@@ -47,6 +68,8 @@ export interface LinkStats {
   object_id: string
   /** Runner ids whose tunnelled calls this object carried, with their counts. */
   tunnelled: Record<string, number>
+  /** Flow-control counters of the tunnel. */
+  tunnel: TunnelStats
 }
 
 export interface RunnerLinkRpc {
@@ -67,12 +90,19 @@ function jsonError(status: number, message: string): Response {
 export class RunnerLink extends DurableObject<Env> {
   readonly #tunnel: TunnelRequests
   readonly #tunnelled = new Map<string, number>()
+  readonly #attachments = new WeakMap<WebSocket, Attachment>()
   /** Control messages and the disconnect reach the hub in order (tunnel frames bypass this). */
   #chain: Promise<void> = Promise.resolve()
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
-    this.#tunnel = new TunnelRequests((runnerId, message) => this.#send(runnerId, message))
+    this.#tunnel = new TunnelRequests({
+      features: (runnerId) => {
+        const ws = this.#socketOf(runnerId)
+        return ws ? featuresOf(this.#attachment(ws)?.capabilities) : null
+      },
+      send: (runnerId, message) => this.#send(runnerId, message),
+    })
   }
 
   #hub(): RunnerHubLinkRpc {
@@ -87,7 +117,7 @@ export class RunnerLink extends DurableObject<Env> {
     for (const item of items) {
       if ('message' in item) {
         const ws = this.#sockets()[0]
-        delivered = ws ? this.#sendTo(ws, item.message) && delivered : false
+        delivered = ws ? this.#sendTo(ws, this.#negotiated(ws, item.message)) && delivered : false
       } else {
         for (const ws of this.#sockets()) {
           try {
@@ -102,7 +132,7 @@ export class RunnerLink extends DurableObject<Env> {
   }
 
   stats(): LinkStats {
-    return { object_id: this.ctx.id.toString(), tunnelled: Object.fromEntries(this.#tunnelled) }
+    return { object_id: this.ctx.id.toString(), tunnelled: Object.fromEntries(this.#tunnelled), tunnel: { ...this.#tunnel.stats } }
   }
 
   // --- HTTP (from the Worker) ---
@@ -138,7 +168,7 @@ export class RunnerLink extends DurableObject<Env> {
     const pair = new WebSocketPair()
     const [client, server] = [pair[0], pair[1]]
     this.ctx.acceptWebSocket(server, [runnerId])
-    server.serializeAttachment({ runner_id: runnerId, registered: false, enrolling: verdict === 'none' } satisfies Attachment)
+    this.#setAttachment(server, { runner_id: runnerId, registered: false, enrolling: verdict === 'none' })
     return new Response(null, { status: 101, webSocket: client })
   }
 
@@ -148,7 +178,12 @@ export class RunnerLink extends DurableObject<Env> {
     if (slash <= 0) return jsonError(400, 'expected /tunnel/<runner_id>/<path>')
     const runnerId = decodeURIComponent(rest.slice(0, slash))
     const timeoutMs = positiveInt(request.headers.get(TUNNEL_TIMEOUT_HEADER), DEFAULT_TUNNEL_TIMEOUT_MS)
-    const body = request.method === 'GET' || request.method === 'HEAD' ? '' : await request.text()
+    const bodyless = request.method === 'GET' || request.method === 'HEAD'
+    const body = bodyless
+      ? ''
+      : this.#tunnel.bodyKind(runnerId) === 'bytes'
+        ? new Uint8Array(await request.arrayBuffer())
+        : await request.text()
     this.#tunnelled.set(runnerId, (this.#tunnelled.get(runnerId) ?? 0) + 1)
     try {
       return await this.#tunnel.open(runnerId, {
@@ -168,12 +203,16 @@ export class RunnerLink extends DurableObject<Env> {
   // --- WebSocket (hibernation API) ---
 
   async webSocketMessage(ws: WebSocket, data: string | ArrayBuffer): Promise<void> {
-    const attachment = ws.deserializeAttachment() as Attachment | null
+    const attachment = this.#attachment(ws)
     if (!attachment) return
     const runnerId = attachment.runner_id
     let message: RunnerMessage
     try {
-      if (typeof data !== 'string') throw new Error('binary frames are not part of protocol v1')
+      if (typeof data !== 'string') {
+        if (!featuresOf(attachment.capabilities).binary) throw new Error(`binary frames need the ${TUNNEL_CAPABILITY.binary} capability`)
+        this.#tunnel.onMessage(runnerId, decodeRunnerFrame(new Uint8Array(data)))
+        return
+      }
       const raw: unknown = JSON.parse(data)
       if (exceedsJsonDepth(raw)) throw new Error(jsonDepthMessage())
       const parsed = runnerMessageSchema.safeParse(raw)
@@ -186,22 +225,27 @@ export class RunnerLink extends DurableObject<Env> {
       this.#sendTo(ws, { type: 'error', message: (error as Error).message })
       return
     }
-    if (message.type === 'tunnel.head' || message.type === 'tunnel.chunk' || message.type === 'tunnel.error') {
+    if (
+      message.type === 'tunnel.head' ||
+      message.type === 'tunnel.chunk' ||
+      message.type === 'tunnel.error' ||
+      message.type === 'tunnel.credit'
+    ) {
       this.#tunnel.onMessage(runnerId, message)
       return
     }
+    if (message.type === 'register') {
+      // What the tunnel speaks on this connection is settled before the hub answers `registered`.
+      this.#setAttachment(ws, { ...attachment, capabilities: acceptCapabilities(message.capabilities) })
+    }
     await this.#inOrder(runnerId, `message ${message.type}`, async () => {
-      const current = (ws.deserializeAttachment() as Attachment | null) ?? attachment
+      const current = this.#attachment(ws) ?? attachment
       const enrolling = current.enrolling === true
       const { registered } = await this.#hub().linkMessage(runnerId, message, current.registered, enrolling)
       // A registration that enrolled the id consumed the enrolment (the secret was minted and sent once).
       const stillEnrolling = enrolling && !(message.type === 'register' && registered)
       if (registered !== current.registered || stillEnrolling !== enrolling) {
-        try {
-          ws.serializeAttachment({ runner_id: runnerId, registered, enrolling: stillEnrolling } satisfies Attachment)
-        } catch {
-          // socket closed meanwhile
-        }
+        this.#setAttachment(ws, { ...current, registered, enrolling: stillEnrolling })
       }
     })
   }
@@ -228,7 +272,7 @@ export class RunnerLink extends DurableObject<Env> {
   }
 
   async #disconnected(ws: WebSocket, code: number, reason: string): Promise<void> {
-    const attachment = ws.deserializeAttachment() as Attachment | null
+    const attachment = this.#attachment(ws)
     if (!attachment) return
     const runnerId = attachment.runner_id
     // Replaced by a newer connection: that one carries on.
@@ -242,7 +286,7 @@ export class RunnerLink extends DurableObject<Env> {
     // A runner that says goodbye (1000 "shutdown" / "drained") is gone for good; anything else may reconnect.
     const final = code === RUNNER_CLOSE.normal && (reason === 'shutdown' || reason === 'drained')
     await this.#inOrder(runnerId, 'disconnect', async () => {
-      const current = (ws.deserializeAttachment() as Attachment | null) ?? attachment
+      const current = this.#attachment(ws) ?? attachment
       await this.#hub().linkClosed(runnerId, current.registered, final, final ? `runner closed (${reason})` : `connection lost (${code})`)
     })
   }
@@ -251,10 +295,58 @@ export class RunnerLink extends DurableObject<Env> {
     return this.ctx.getWebSockets().filter((ws) => ws.readyState === WebSocket.OPEN)
   }
 
-  #send(runnerId: string, message: EdgeMessage): boolean {
+  /** The open socket of this runner, if any. */
+  #socketOf(runnerId: string): WebSocket | null {
     const ws = this.#sockets()[0]
-    if (!ws || (ws.deserializeAttachment() as Attachment | null)?.runner_id !== runnerId) return false
-    return this.#sendTo(ws, message)
+    return ws && this.#attachment(ws)?.runner_id === runnerId ? ws : null
+  }
+
+  /** The socket's attachment (cached: it is read for every tunnel frame; the cache dies with hibernation). */
+  #attachment(ws: WebSocket): Attachment | null {
+    let attachment = this.#attachments.get(ws)
+    if (!attachment) {
+      attachment = (ws.deserializeAttachment() as Attachment | null) ?? undefined
+      if (attachment) this.#attachments.set(ws, attachment)
+    }
+    return attachment ?? null
+  }
+
+  #setAttachment(ws: WebSocket, attachment: Attachment): void {
+    try {
+      ws.serializeAttachment(attachment satisfies Attachment)
+      this.#attachments.set(ws, attachment)
+    } catch {
+      // socket closed meanwhile
+    }
+  }
+
+  /** `registered` tells the runner which tunnel features this connection accepted. */
+  #negotiated(ws: WebSocket, message: EdgeMessage): EdgeMessage {
+    if (message.type !== 'registered') return message
+    const capabilities = this.#attachment(ws)?.capabilities ?? []
+    if (capabilities.length === 0) return message
+    return {
+      ...message,
+      capabilities,
+      ...(capabilities.includes(TUNNEL_CAPABILITY.credit) ? { tunnel_window_bytes: TUNNEL_WINDOW_BYTES } : {}),
+    }
+  }
+
+  #send(runnerId: string, message: EdgeMessage | EdgeBodyFrame): boolean {
+    const ws = this.#socketOf(runnerId)
+    if (!ws) return false
+    if (
+      (message.type === 'tunnel.request' && typeof message.body !== 'string') ||
+      (message.type === 'tunnel.body' && typeof message.data !== 'string')
+    ) {
+      try {
+        ws.send(encodeTunnelFrame(message))
+        return true
+      } catch {
+        return false
+      }
+    }
+    return this.#sendTo(ws, message as EdgeMessage)
   }
 
   #sendTo(ws: WebSocket, message: EdgeMessage): boolean {

@@ -1,14 +1,21 @@
 /**
  * The runner's tunnel client against a real local HTTP server standing in for the engine: large bodies split
  * into frames and reassembled exactly, SSE forwarded as it arrives, cancellation reaching the engine,
- * backpressure (no engine reads while the link is saturated), bounded request bodies, no upstream.
+ * backpressure (no engine reads while the link is saturated), bounded request bodies, no upstream; and with
+ * `tunnel.binary` + `tunnel.credit` negotiated: an answer never more than one window ahead of the edge's
+ * credit (a stalled reader holds only its own request), request bodies streamed into the engine call with
+ * credit granted as the engine reads, cancellation releasing a stalled request, an overrunning edge refused.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { afterEach, describe, expect, it } from 'vitest'
 import { type RunnerMessageInput, TUNNEL_CHUNK_CHARS } from '../../../src/contract/runner-protocol.ts'
-import { TunnelClient } from '../../../runner/connection/tunnel-client.ts'
+import { TunnelClient, type TunnelFeatures } from '../../../runner/connection/tunnel-client.ts'
+import type { RunnerBodyFrame } from '../../../src/contract/tunnel-frames.ts'
 
-type Frame = Extract<RunnerMessageInput, { type: 'tunnel.head' | 'tunnel.chunk' | 'tunnel.error' }>
+type Frame = RunnerBodyFrame | Extract<RunnerMessageInput, { type: 'tunnel.error' | 'tunnel.credit' }>
+
+const WINDOW = 64 * 1024
+const CREDIT: TunnelFeatures = { binary: true, credit: true, windowBytes: WINDOW }
 
 let server: Server | null = null
 
@@ -25,7 +32,7 @@ afterEach(async () => {
   server = null
 })
 
-function port(gate: { open: boolean } = { open: true }) {
+function port(gate: { open: boolean } = { open: true }, features: TunnelFeatures | null = null) {
   const frames: Frame[] = []
   const waiters: (() => void)[] = []
   const stats = { flushedWhileClosed: 0 }
@@ -37,7 +44,8 @@ function port(gate: { open: boolean } = { open: true }) {
       gate.open = true
       for (const wake of waiters.splice(0)) wake()
     },
-    send(message: RunnerMessageInput) {
+    features: () => features,
+    send(message: RunnerMessageInput | RunnerBodyFrame) {
       frames.push(message as Frame)
       for (const wake of waiters.splice(0)) wake()
       return true
@@ -56,10 +64,27 @@ function port(gate: { open: boolean } = { open: true }) {
   }
 }
 
+/** Body bytes sent for a request. */
+function sentBytes(frames: Frame[], requestId: string): number {
+  return frames
+    .filter((frame) => frame.request_id === requestId)
+    .reduce(
+      (sum, frame) =>
+        sum + (frame.type === 'tunnel.head' ? (frame.body?.length ?? 0) : frame.type === 'tunnel.chunk' ? frame.data.length : 0),
+      0,
+    )
+}
+
+const finished = (frames: Frame[], requestId: string) =>
+  frames.some((frame) => frame.request_id === requestId && (frame.type === 'tunnel.error' || ('more' in frame && frame.more === false)))
+
 function body(frames: Frame[], requestId: string): string {
   return frames
     .filter((frame) => frame.request_id === requestId)
-    .map((frame) => (frame.type === 'tunnel.head' ? (frame.body ?? '') : frame.type === 'tunnel.chunk' ? frame.data : ''))
+    .map((frame) => {
+      const payload = frame.type === 'tunnel.head' ? (frame.body ?? '') : frame.type === 'tunnel.chunk' ? frame.data : ''
+      return typeof payload === 'string' ? payload : Buffer.from(payload).toString('latin1')
+    })
     .join('')
 }
 
@@ -163,4 +188,102 @@ describe('tunnel client', () => {
     await link.until(() => link.frames.length === 2)
     expect(link.frames[1]).toMatchObject({ type: 'tunnel.error', request_id: 'n1' })
   })
+
+  it('credit: a stalled reader holds its answer to one window, other requests flow, a cancel releases it', async () => {
+    const total = 16 * WINDOW
+    let bigClosed = 0
+    const url = await engine((req, res) => {
+      if (req.url === '/small') {
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}')
+        return
+      }
+      res.on('close', () => bigClosed++)
+      res.writeHead(200, { 'content-type': 'application/octet-stream' })
+      res.end(Buffer.alloc(total, 'a'))
+    })
+    const link = port({ open: true }, CREDIT)
+    const client = new TunnelClient({ upstreamUrl: url, port: link })
+    const binary = (id: string, path: string) => ({ ...request(id, { path }), body: new Uint8Array(Buffer.from('{}')) })
+    client.onMessage(binary('big', '/big'))
+    // No credit comes back: the client stops at one window and waits.
+    await link.until(() => sentBytes(link.frames, 'big') === WINDOW && client.stats.creditWaits > 0)
+    expect(link.frames.every((frame) => frame.type !== 'tunnel.head' || frame.body instanceof Uint8Array)).toBe(true)
+    // Another request on the same link is answered meanwhile.
+    client.onMessage(binary('small', '/small'))
+    await link.until(() => finished(link.frames, 'small'))
+    expect(body(link.frames, 'small')).toBe('{"ok":true}')
+    expect(sentBytes(link.frames, 'big')).toBe(WINDOW)
+    // A slow reader: half a window of credit at a time, each only once the client used what it had.
+    while (!finished(link.frames, 'big')) {
+      const before = sentBytes(link.frames, 'big')
+      client.onMessage({ type: 'tunnel.credit', request_id: 'big', bytes: WINDOW / 2 })
+      await link.until(() => sentBytes(link.frames, 'big') === Math.min(total, before + WINDOW / 2))
+    }
+    expect(sentBytes(link.frames, 'big')).toBe(total)
+    expect(body(link.frames, 'big')).toBe('a'.repeat(total))
+    expect(client.stats.maxUnackedBytes).toBeLessThanOrEqual(WINDOW)
+
+    // A stalled request that is cancelled lets go of its engine call and its window.
+    client.onMessage(binary('stalled', '/big'))
+    await link.until(() => sentBytes(link.frames, 'stalled') === WINDOW)
+    expect(client.inflight).toBe(1)
+    client.onMessage({ type: 'tunnel.cancel', request_id: 'stalled', reason: 'client gone' })
+    await link.until(() => client.inflight === 0 && bigClosed === 2)
+    expect(sentBytes(link.frames, 'stalled')).toBe(WINDOW)
+  })
+
+  it('credit: a request body in frames streams into the engine call, credit granted as the engine reads', async () => {
+    const total = 10 * WINDOW + 5
+    const chunks: Buffer[] = []
+    const url = await engine((req, res) => {
+      req.on('data', (chunk: Buffer) => chunks.push(chunk))
+      req.on('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end(`{"got":${Buffer.concat(chunks).length}}`))
+    })
+    const link = port({ open: true }, CREDIT)
+    const client = new TunnelClient({ upstreamUrl: url, port: link })
+    const payload = Buffer.alloc(total)
+    for (let i = 0; i < total; i++) payload[i] = i % 251
+    // The edge's side: one window up front, more only as credit comes back.
+    let offset = WINDOW
+    client.onMessage({ ...request('up', { more: true }), body: new Uint8Array(payload.subarray(0, WINDOW)) })
+    let credited = 0
+    while (offset < total) {
+      await link.until(() => creditSum(link.frames) > credited)
+      const grant = creditSum(link.frames) - credited
+      credited += grant
+      const end = Math.min(total, offset + grant)
+      for (let at = offset; at < end; at += 16 * 1024) {
+        const stop = Math.min(end, at + 16 * 1024)
+        client.onMessage({ type: 'tunnel.body', request_id: 'up', data: new Uint8Array(payload.subarray(at, stop)), more: stop < total })
+      }
+      offset = end
+    }
+    await link.until(() => finished(link.frames, 'up'))
+    expect(body(link.frames, 'up')).toBe(`{"got":${total}}`)
+    expect(Buffer.concat(chunks).equals(payload)).toBe(true)
+    expect(client.stats.maxBodyQueuedBytes).toBeLessThanOrEqual(WINDOW)
+    expect(client.stats.creditsSent).toBeGreaterThan(0)
+  })
+
+  it('credit: an edge that sends beyond the window is refused', async () => {
+    const url = await engine((req, res) => {
+      req.pause() // never reads: the body queues in the client
+      res.on('close', () => {})
+    })
+    const link = port({ open: true }, CREDIT)
+    const client = new TunnelClient({ upstreamUrl: url, port: link })
+    client.onMessage({ ...request('over', { more: true }), body: new Uint8Array(WINDOW) })
+    for (let i = 0; i < 4 && !finished(link.frames, 'over'); i++) {
+      client.onMessage({ type: 'tunnel.body', request_id: 'over', data: new Uint8Array(WINDOW), more: true })
+    }
+    await link.until(() => finished(link.frames, 'over'))
+    expect(link.frames.find((frame) => frame.type === 'tunnel.error')).toMatchObject({
+      message: 'request body sent beyond the credit window',
+    })
+    await link.until(() => client.inflight === 0)
+  })
 })
+
+function creditSum(frames: Frame[]): number {
+  return frames.reduce((sum, frame) => sum + (frame.type === 'tunnel.credit' ? frame.bytes : 0), 0)
+}

@@ -1,0 +1,107 @@
+/**
+ * @module
+ * Binary tunnel frames (capability `tunnel.binary`, see `runner-protocol.ts`): the body-carrying tunnel
+ * messages (`tunnel.request`, `tunnel.body` edge → runner; `tunnel.head`, `tunnel.chunk` runner → edge)
+ * as one binary WebSocket message each, so a body crosses the link as its raw bytes: no JSON escaping
+ * (which grows a JSON body by a sixth and costs a pass on each side), no UTF-8 decode/encode round trip.
+ *
+ * Layout: byte 0 = `FRAME_FORMAT` (1); bytes 1–4 = the metadata's length N (uint32, big-endian); then N
+ * bytes of metadata (UTF-8 JSON: the message without its body field, `body` / `data`); then the body bytes.
+ * Every other message stays a JSON text message. Metadata is validated with the same zod schemas as the
+ * JSON messages (minus the body field).
+ */
+import { z } from 'zod'
+import { tunnelBodySchema, tunnelChunkSchema, tunnelHeadSchema, tunnelRequestSchema } from './runner-protocol.ts'
+
+/** Version byte that opens every binary tunnel frame. */
+export const FRAME_FORMAT = 1
+const HEADER_BYTES = 5
+
+/** A body in a tunnel message: text (JSON frames) or bytes (binary frames). */
+export type Payload = string | Uint8Array
+
+export type TunnelRequestFrame = Omit<z.infer<typeof tunnelRequestSchema>, 'body'> & { body: Payload }
+export type TunnelBodyFrame = Omit<z.infer<typeof tunnelBodySchema>, 'data'> & { data: Payload }
+export type TunnelHeadFrame = Omit<z.infer<typeof tunnelHeadSchema>, 'body'> & { body: Payload }
+export type TunnelChunkFrame = Omit<z.infer<typeof tunnelChunkSchema>, 'data'> & { data: Payload }
+/** Edge → runner frames that carry body bytes. */
+export type EdgeBodyFrame = TunnelRequestFrame | TunnelBodyFrame
+/** Runner → edge frames that carry body bytes. */
+export type RunnerBodyFrame = TunnelHeadFrame | TunnelChunkFrame
+
+const edgeMetaSchema = z.discriminatedUnion('type', [tunnelRequestSchema.omit({ body: true }), tunnelBodySchema.omit({ data: true })])
+const runnerMetaSchema = z.discriminatedUnion('type', [tunnelHeadSchema.omit({ body: true }), tunnelChunkSchema.omit({ data: true })])
+
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+
+/** Body length in bytes (text counts as its UTF-8 encoding). */
+export function payloadBytes(payload: Payload): Uint8Array {
+  return typeof payload === 'string' ? encoder.encode(payload) : payload
+}
+
+/** Body as text (bytes are decoded as UTF-8). */
+export function payloadText(payload: Payload): string {
+  return typeof payload === 'string' ? payload : decoder.decode(payload)
+}
+
+/** One binary WebSocket message for a body-carrying frame (its payload copied once, behind the header). */
+export function encodeTunnelFrame(frame: EdgeBodyFrame | RunnerBodyFrame): Uint8Array {
+  let meta: Record<string, unknown>
+  let payload: Payload
+  if (frame.type === 'tunnel.request' || frame.type === 'tunnel.head') {
+    const { body, ...rest } = frame
+    meta = rest
+    payload = body
+  } else {
+    const { data, ...rest } = frame
+    meta = rest
+    payload = data
+  }
+  const metaBytes = encoder.encode(JSON.stringify(meta))
+  const body = payloadBytes(payload)
+  const out = new Uint8Array(HEADER_BYTES + metaBytes.length + body.length)
+  out[0] = FRAME_FORMAT
+  new DataView(out.buffer).setUint32(1, metaBytes.length)
+  out.set(metaBytes, HEADER_BYTES)
+  out.set(body, HEADER_BYTES + metaBytes.length)
+  return out
+}
+
+function split(data: Uint8Array): { meta: unknown; payload: Uint8Array } {
+  if (data.length < HEADER_BYTES) throw new Error('binary tunnel frame shorter than its header')
+  if (data[0] !== FRAME_FORMAT) throw new Error(`binary tunnel frame format ${data[0]} is not ${FRAME_FORMAT}`)
+  const metaLength = new DataView(data.buffer, data.byteOffset, data.byteLength).getUint32(1)
+  if (HEADER_BYTES + metaLength > data.length) throw new Error('binary tunnel frame metadata runs past its end')
+  const meta: unknown = JSON.parse(decoder.decode(data.subarray(HEADER_BYTES, HEADER_BYTES + metaLength)))
+  return { meta, payload: data.subarray(HEADER_BYTES + metaLength) }
+}
+
+function issue(error: z.ZodError): string {
+  const first = error.issues[0]
+  return `invalid binary tunnel frame: ${first?.message ?? 'unknown'} at ${first?.path.join('.') ?? ''}`
+}
+
+/** A runner's binary frame (`tunnel.head` / `tunnel.chunk`), its body a view of `data` (no copy). Throws when malformed. */
+export function decodeRunnerFrame(data: Uint8Array): RunnerBodyFrame {
+  const { meta, payload } = split(data)
+  const parsed = runnerMetaSchema.safeParse(meta)
+  if (!parsed.success) throw new Error(issue(parsed.error))
+  return parsed.data.type === 'tunnel.head' ? { ...parsed.data, body: payload } : { ...parsed.data, data: payload }
+}
+
+/** The edge's binary frame (`tunnel.request` / `tunnel.body`), its body a view of `data` (no copy). Throws when malformed. */
+export function decodeEdgeFrame(data: Uint8Array): EdgeBodyFrame {
+  const { meta, payload } = split(data)
+  const parsed = edgeMetaSchema.safeParse(meta)
+  if (!parsed.success) throw new Error(issue(parsed.error))
+  return parsed.data.type === 'tunnel.request' ? { ...parsed.data, body: payload } : { ...parsed.data, data: payload }
+}
+
+/** Split bytes into binary frames' worth (views, no copies; at least one, possibly empty). */
+export function chunkBytes(bytes: Uint8Array, size: number): Uint8Array[] {
+  if (bytes.length <= size) return [bytes]
+  const chunks: Uint8Array[] = []
+  for (let offset = 0; offset < bytes.length; offset += size) chunks.push(bytes.subarray(offset, Math.min(offset + size, bytes.length)))
+  return chunks
+}
