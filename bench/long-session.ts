@@ -5,7 +5,9 @@
  * tokenizer and template, `script` policy: a tool call every turn, a text tool result back, so the
  * prompt grows every turn and prefix_merging yields one trace).
  *
- * Flags: `--turns` (200), `--result-tokens` (≈ tokens of tool output per turn, 500), `--skip-per-request`.
+ * Flags: `--turns` (200), `--result-tokens` (≈ tokens of tool output per turn, 500), `--skip-per-request`,
+ * `--calls-only` (stop after the turns: per-call figures only, incl. Server-Timing `capture` p50 of the first
+ * and last 10 turns).
  * Figures: edge cost per call (Server-Timing prepare + capture) over the first and last 10 turns; stored
  * token bytes ÷ floor (4 B × final prompt + 8 B × output tokens); stored request text ÷ final request
  * body; finalize and GET trajectory times (first byte and total) for both builders (finalize closes a
@@ -18,7 +20,7 @@
 import { execFileSync, spawnSync } from 'node:child_process'
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { DatabaseSync } from 'node:sqlite'
-import { tmpdir } from 'node:os'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { startEngine } from '../engine/server.ts'
@@ -29,6 +31,8 @@ const { values } = parseArgs({
     turns: { type: 'string', default: '200' },
     'result-tokens': { type: 'string', default: '500' },
     'skip-per-request': { type: 'boolean', default: false },
+    /** Stop after the turns: report the per-call figures only (no storage, finalize or GET figures). */
+    'calls-only': { type: 'boolean', default: false },
     /** prefix_merging preset (main's default became `exact`, which splits this session's turns). */
     preset: { type: 'string', default: 'tolerant' },
     /** GET reads at most this many MB (then cancels): first byte and rate are what matter. */
@@ -179,132 +183,158 @@ try {
     messages.push({ role: 'assistant', content: message.content, tool_calls: message.tool_calls })
     const lines = Math.max(1, Math.round(RESULT_TOKENS / 25))
     messages.push({ role: 'tool', tool_call_id: call.id, content: `turn ${turn}\n${OUTPUT_LINE.repeat(lines)}` })
-    if ((turn + 1) % 50 === 0) console.log(`turn ${turn + 1}: prompt ${finalPromptTokens} tokens, edge ${edgeMs.at(-1)?.toFixed(2)} ms`)
+    if ((turn + 1) % 50 === 0) {
+      console.log(
+        `turn ${turn + 1}: prompt ${finalPromptTokens} tokens, edge ${edgeMs.at(-1)?.toFixed(2)} ms, capture p50 of the last 10 ${median(captureMs.slice(-10)).toFixed(2)} ms`,
+      )
+    }
   }
   const turnsSeconds = (performance.now() - started) / 1000
-  const rssAfterTurns = workerdRssMb()
-  const info = (await (await fetch(`${edge.url}/v1/sessions/${session.session_id}`, { headers: admin })).json()) as {
-    storage: { unique_prompt_tokens: number; output_tokens: number; token_bytes: number; text_bytes: number; prompt_tokens_total: number }
-  }
-  const s = info.storage
-  const floor = 4 * finalPromptTokens + 8 * s.output_tokens
-
-  const getMax = Number(values['get-mb']) * 1024 * 1024
-  /** GET …/trajectory: status, first byte, and the rate over at most `get-mb` MB (then cancelled). */
-  const timedGet = async (sessionId: string, query: string) => {
-    const t0 = performance.now()
-    let firstByteMs: number | null = null
-    let bytes = 0
-    let status = 0
-    let complete = false
-    try {
-      const get = await fetch(`${edge.url}/v1/sessions/${sessionId}/trajectory?${query}`, { headers: admin })
-      status = get.status
-      const reader = get.body?.getReader()
-      for (;;) {
-        const chunk = await reader?.read()
-        if (!chunk || chunk.done) {
-          complete = true
-          break
-        }
-        firstByteMs ??= performance.now() - t0
-        bytes += chunk.value.byteLength
-        if (bytes >= getMax) {
-          await reader?.cancel()
-          break
-        }
-      }
-    } catch {
-      status = -1
-    }
-    const ms = performance.now() - t0
-    return {
-      status,
-      first_byte_ms: firstByteMs === null ? null : round(firstByteMs, 0),
-      ms: round(ms, 0),
-      bytes,
-      complete,
-      mb_per_s: round(bytes / 1024 / 1024 / (ms / 1000), 1),
+  if (values['calls-only']) {
+    finalFigures = {
+      turns: TURNS,
+      result_tokens: RESULT_TOKENS,
+      turns_seconds: round(turnsSeconds, 1),
+      final_prompt_tokens: finalPromptTokens,
+      final_request_body_bytes: finalBodyBytes,
+      edge_ms_per_call_first10_p50: round(median(edgeMs.slice(0, 10))),
+      edge_ms_per_call_last10_p50: round(median(edgeMs.slice(-10))),
+      capture_ms_first10_p50: round(median(captureMs.slice(0, 10))),
+      capture_ms_last10_p50: round(median(captureMs.slice(-10))),
+      capture_ms_last100_p50: round(median(captureMs.slice(-100))),
+      load_average_1m: round(loadavg()[0] ?? 0),
     }
   }
-  const builderConfig = (builder: string) => (builder === 'prefix_merging' ? { preset: values.preset } : null)
-  const builderQuery = (builder: string) => {
-    const config = builderConfig(builder)
-    return `builder=${builder}${config ? `&config=${encodeURIComponent(JSON.stringify(config))}` : ''}`
-  }
+  if (!values['calls-only']) {
+    const rssAfterTurns = workerdRssMb()
+    const info = (await (await fetch(`${edge.url}/v1/sessions/${session.session_id}`, { headers: admin })).json()) as {
+      storage: { unique_prompt_tokens: number; output_tokens: number; token_bytes: number; text_bytes: number; prompt_tokens_total: number }
+    }
+    const s = info.storage
+    const floor = 4 * finalPromptTokens + 8 * s.output_tokens
 
-  const finalize: Record<string, unknown> = {}
-  let peakRss = rssAfterTurns
-  for (const [index, builder] of builders.entries()) {
-    const sessionId = (sessions[index] as { session_id: string }).session_id
-    const { result, peakMb } = await withPeakRss(async () => {
-      // Before finalize: built from the log while it is sent.
-      const built = await timedGet(sessionId, builderQuery(builder))
+    const getMax = Number(values['get-mb']) * 1024 * 1024
+    /** GET …/trajectory: status, first byte, and the rate over at most `get-mb` MB (then cancelled). */
+    const timedGet = async (sessionId: string, query: string) => {
       const t0 = performance.now()
+      let firstByteMs: number | null = null
+      let bytes = 0
       let status = 0
-      let text = ''
+      let complete = false
       try {
-        const config = builderConfig(builder)
-        const response = await fetch(`${edge.url}/v1/sessions/${sessionId}/finalize`, {
-          method: 'POST',
-          headers: admin,
-          body: JSON.stringify(config ? { builder, config } : { builder }),
-        })
-        status = response.status
-        text = await response.text()
-      } catch (error) {
-        text = `edge failed: ${(error as Error).message}`
+        const get = await fetch(`${edge.url}/v1/sessions/${sessionId}/trajectory?${query}`, { headers: admin })
+        status = get.status
+        const reader = get.body?.getReader()
+        for (;;) {
+          const chunk = await reader?.read()
+          if (!chunk || chunk.done) {
+            complete = true
+            break
+          }
+          firstByteMs ??= performance.now() - t0
+          bytes += chunk.value.byteLength
+          if (bytes >= getMax) {
+            await reader?.cancel()
+            break
+          }
+        }
+      } catch {
+        status = -1
       }
       const ms = performance.now() - t0
-      const answer = status === 200 ? (JSON.parse(text) as { trajectory_bytes?: number; trace_count?: number }) : null
-      // After finalize: the stored object, from R2.
-      const stored = await timedGet(sessionId, builderQuery(builder))
       return {
-        finalize_status: status,
-        finalize_ms: round(ms, 0),
-        finalize_answer: answer ?? text.slice(0, 200),
-        finalize_mb_per_s: answer?.trajectory_bytes ? round(answer.trajectory_bytes / 1024 / 1024 / (ms / 1000), 1) : null,
-        get_built: built,
-        get_stored: stored,
+        status,
+        first_byte_ms: firstByteMs === null ? null : round(firstByteMs, 0),
+        ms: round(ms, 0),
+        bytes,
+        complete,
+        mb_per_s: round(bytes / 1024 / 1024 / (ms / 1000), 1),
       }
-    })
-    peakRss = Math.max(peakRss, peakMb)
-    finalize[builder] = { ...result, workerd_rss_peak_mb: peakMb }
-    console.log(`${builder}: ${JSON.stringify(finalize[builder])}`)
-  }
+    }
+    const builderConfig = (builder: string) => (builder === 'prefix_merging' ? { preset: values.preset } : null)
+    const builderQuery = (builder: string) => {
+      const config = builderConfig(builder)
+      return `builder=${builder}${config ? `&config=${encodeURIComponent(JSON.stringify(config))}` : ''}`
+    }
 
-  const first = edgeMs.slice(0, 10)
-  const last = edgeMs.slice(-10)
-  const figures = {
-    session_id: session.session_id,
-    turns: TURNS,
-    result_tokens: RESULT_TOKENS,
-    turns_seconds: round(turnsSeconds, 1),
-    final_prompt_tokens: finalPromptTokens,
-    final_request_body_bytes: finalBodyBytes,
-    edge_ms_per_call_first10_p50: round(median(first)),
-    edge_ms_per_call_last10_p50: round(median(last)),
-    prepare_ms_last10_p50: round(median(prepareMs.slice(-10))),
-    capture_ms_last10_p50: round(median(captureMs.slice(-10))),
-    unique_prompt_tokens_stored: s.unique_prompt_tokens,
-    unique_over_final_prompt: round(s.unique_prompt_tokens / finalPromptTokens),
-    output_tokens: s.output_tokens,
-    floor_bytes: floor,
-    token_bytes: s.token_bytes,
-    token_bytes_over_floor: round(s.token_bytes / floor),
-    request_text_bytes: s.text_bytes,
-    request_text_over_final_body: round(s.text_bytes / finalBodyBytes),
-    finalize,
-    workerd_rss_after_turns_mb: rssAfterTurns,
-    workerd_rss_peak_after_finalize_mb: peakRss,
+    const finalize: Record<string, unknown> = {}
+    let peakRss = rssAfterTurns
+    for (const [index, builder] of builders.entries()) {
+      const sessionId = (sessions[index] as { session_id: string }).session_id
+      const { result, peakMb } = await withPeakRss(async () => {
+        // Before finalize: built from the log while it is sent.
+        const built = await timedGet(sessionId, builderQuery(builder))
+        const t0 = performance.now()
+        let status = 0
+        let text = ''
+        try {
+          const config = builderConfig(builder)
+          const response = await fetch(`${edge.url}/v1/sessions/${sessionId}/finalize`, {
+            method: 'POST',
+            headers: admin,
+            body: JSON.stringify(config ? { builder, config } : { builder }),
+          })
+          status = response.status
+          text = await response.text()
+        } catch (error) {
+          text = `edge failed: ${(error as Error).message}`
+        }
+        const ms = performance.now() - t0
+        const answer = status === 200 ? (JSON.parse(text) as { trajectory_bytes?: number; trace_count?: number }) : null
+        // After finalize: the stored object, from R2.
+        const stored = await timedGet(sessionId, builderQuery(builder))
+        return {
+          finalize_status: status,
+          finalize_ms: round(ms, 0),
+          finalize_answer: answer ?? text.slice(0, 200),
+          finalize_mb_per_s: answer?.trajectory_bytes ? round(answer.trajectory_bytes / 1024 / 1024 / (ms / 1000), 1) : null,
+          get_built: built,
+          get_stored: stored,
+        }
+      })
+      peakRss = Math.max(peakRss, peakMb)
+      finalize[builder] = { ...result, workerd_rss_peak_mb: peakMb }
+      console.log(`${builder}: ${JSON.stringify(finalize[builder])}`)
+    }
+
+    const first = edgeMs.slice(0, 10)
+    const last = edgeMs.slice(-10)
+    const figures = {
+      session_id: session.session_id,
+      turns: TURNS,
+      result_tokens: RESULT_TOKENS,
+      turns_seconds: round(turnsSeconds, 1),
+      final_prompt_tokens: finalPromptTokens,
+      final_request_body_bytes: finalBodyBytes,
+      edge_ms_per_call_first10_p50: round(median(first)),
+      edge_ms_per_call_last10_p50: round(median(last)),
+      prepare_ms_last10_p50: round(median(prepareMs.slice(-10))),
+      capture_ms_first10_p50: round(median(captureMs.slice(0, 10))),
+      capture_ms_last10_p50: round(median(captureMs.slice(-10))),
+      unique_prompt_tokens_stored: s.unique_prompt_tokens,
+      unique_over_final_prompt: round(s.unique_prompt_tokens / finalPromptTokens),
+      output_tokens: s.output_tokens,
+      floor_bytes: floor,
+      token_bytes: s.token_bytes,
+      token_bytes_over_floor: round(s.token_bytes / floor),
+      request_text_bytes: s.text_bytes,
+      request_text_over_final_body: round(s.text_bytes / finalBodyBytes),
+      finalize,
+      workerd_rss_after_turns_mb: rssAfterTurns,
+      workerd_rss_peak_after_finalize_mb: peakRss,
+    }
+    finalFigures = figures
   }
-  finalFigures = figures
 } finally {
   await edge.stop()
   await engine.close()
 }
+if (values['calls-only']) {
+  rmSync(persistTo, { recursive: true, force: true })
+  if (finalFigures) console.log(JSON.stringify(finalFigures))
+}
 // The same plain classes in Node under a Durable Object's 128 MB, over a copy of the session's SQLite.
-if (finalFigures) {
+else if (finalFigures) {
   const sessionId = (finalFigures as { session_id: string }).session_id
   const source = sessionSqlite(sessionId)
   if (source) {

@@ -66,6 +66,25 @@ describe('SessionObject capture', () => {
     expect(records[5]!.prompt_token_ids).toEqual(Array.from(inputs[5]!.prompt_token_ids!))
   })
 
+  it('reads prompt ids sent as the engine’s JSON text into the same records, across an eviction', async () => {
+    const asIds = stubFor('ids-parsed')
+    const asText = stubFor('ids-text')
+    await asIds.create(sessionConfig('ids-parsed'))
+    await asText.create(sessionConfig('ids-text'))
+    const inputs = growingSession(8)
+    for (const [turn, input] of inputs.entries()) {
+      // After the wake the session has no engine text of the reloaded prompts: it writes them canonically.
+      if (turn === 4) await evictDurableObject(asText as unknown as DurableObjectStub)
+      const json = JSON.stringify(Array.from(input.prompt_token_ids!))
+      await asIds.record(input)
+      await asText.record({ ...input, prompt_token_ids: null, prompt_token_text: turn % 3 === 2 ? json.replaceAll(',', ', ') : json })
+    }
+    const served = (records: Awaited<ReturnType<SessionRpc['completions']>>) =>
+      records.map(({ session_id, ...rest }) => rest)
+    expect(served(await asText.completions(-1, 100))).toEqual(served(await asIds.completions(-1, 100)))
+    expect((await asText.summary())!.storage).toEqual((await asIds.summary())!.storage)
+  })
+
   it('is idempotent per completion id', async () => {
     const stub = stubFor('idempotent')
     await stub.create(sessionConfig('idempotent'))

@@ -20,6 +20,7 @@ import type { CompletionInput } from './record.ts'
 import type { Sql, SqlValue } from './sql.ts'
 import { type ChainBase, type ChainLevel, resolveChain } from './delta-chain.ts'
 import { applyTextDelta, diffText } from './text-delta.ts'
+import { canonicalPromptText, type PromptText, parsePromptText, parsePromptTextAgainst, sharedPromptIds } from './prompt-ids.ts'
 import { commonPrefixLength, packLogprobs, packTokens, unpackLogprobs, unpackTokens } from './token-codec.ts'
 
 /** Ids one `responseMessages` read answers (bounds the RPC answer well under its 32 MiB limit). */
@@ -59,6 +60,8 @@ interface Materialized {
   api: string
   depth: number
   prompt: Uint32Array
+  /** `prompt` as JSON text (the engine's, or canonical once asked for): the base for reading the next prompt's text. */
+  promptText: PromptText | null
   requestText: string
   originalText: string
   bytes: number
@@ -149,6 +152,10 @@ export interface StorageStats {
 
 const EMPTY_TOKENS = new Uint32Array(0)
 
+function promptTextBytes(text: PromptText | null): number {
+  return text ? text.text.length + text.seps.byteLength : 0
+}
+
 export class CompletionLog {
   readonly #sql: Sql
   readonly #blobs: BlobStore
@@ -161,6 +168,8 @@ export class CompletionLog {
   /** Running total of stored bytes (summed once per wake, then kept up to date by `record`). */
   #sessionBytes: number | null = null
   #warmed = false
+  /** How the last recorded prompt text was read: ids copied from the base, characters parsed (tests bound them). */
+  lastPromptRead: { copied: number; parsedChars: number } | null = null
 
   constructor(sql: Sql, blobs: BlobStore, sessionId: string) {
     this.#sql = sql
@@ -187,8 +196,16 @@ export class CompletionLog {
     const requestText = input.request_delta ? applyTextDelta(input.original_text, input.request_delta) : input.request_text
     const seq = this.#allocateSeq()
     await this.#warm()
-    const prompt = input.prompt_token_ids ?? EMPTY_TOKENS
-    const { base, shared } = this.#chooseBase(prompt, input.agent, input.api)
+    const read = this.#readPrompt(input)
+    const promptIds = read.ids
+    const prompt = promptIds ?? EMPTY_TOKENS
+    const { base, shared } = this.#chooseBase(prompt, input.agent, input.api, read.known)
+    const warnings = read.unreadable
+      ? [
+          ...input.warnings,
+          { code: 'engine_prompt_ids_unreadable', message: 'the engine sent prompt_token_ids that are not JSON; recorded without them' },
+        ]
+      : input.warnings
     const original = base ? diffText(base.originalText, input.original_text) : { prefix: 0, suffix: 0, middle: input.original_text }
     // The body sent upstream is usually the harness's body with a few fields changed: code it against
     // that, unless the base's upstream body is closer (translated dialects).
@@ -200,7 +217,7 @@ export class CompletionLog {
     const logprobs = packLogprobs(input.response_logprobs)
 
     const fields: Record<string, ArrayBuffer | string | null> = {
-      prompt_suffix: input.prompt_token_ids ? packTokens(prompt.subarray(shared)) : null,
+      prompt_suffix: promptIds ? packTokens(prompt.subarray(shared)) : null,
       response_tokens: input.response_token_ids ? packTokens(input.response_token_ids) : null,
       logprobs: logprobs.buffer,
       request_middle: request.middle,
@@ -220,11 +237,11 @@ export class CompletionLog {
     }
 
     const trainable =
-      input.status === 'ok' && input.prompt_token_ids !== null && input.response_token_ids !== null && input.response_token_ids.length > 0
+      input.status === 'ok' && promptIds !== null && input.response_token_ids !== null && input.response_token_ids.length > 0
     const json = {
       response_message: input.response_message ? JSON.stringify(input.response_message) : null,
       usage: input.usage ? JSON.stringify(input.usage) : null,
-      warnings: JSON.stringify(input.warnings),
+      warnings: JSON.stringify(warnings),
       timing: JSON.stringify(input.timing),
       provenance: JSON.stringify(input.provenance),
       metadata: JSON.stringify(input.metadata),
@@ -254,7 +271,7 @@ export class CompletionLog {
       base ? base.depth + 1 : 0,
       base ? base.seq : null,
       shared,
-      input.prompt_token_ids ? prompt.length : null,
+      promptIds ? prompt.length : null,
       fields.prompt_suffix as ArrayBuffer | null,
       fields.response_tokens as ArrayBuffer | null,
       fields.logprobs as ArrayBuffer | null,
@@ -284,10 +301,11 @@ export class CompletionLog {
       agent: input.agent,
       api: input.api,
       depth: base ? base.depth + 1 : 0,
-      prompt: input.prompt_token_ids ?? EMPTY_TOKENS,
+      prompt,
+      promptText: read.text,
       requestText: requestText,
       originalText: input.original_text,
-      bytes: prompt.length * 4 + (requestText.length + input.original_text.length) * 2,
+      bytes: prompt.length * 4 + (requestText.length + input.original_text.length) * 2 + promptTextBytes(read.text),
     })
     this.#sessionBytes = sessionBytesBefore + storedBytes
     return { seq, completion_id: input.completion_id, stored_bytes: storedBytes, session_bytes: this.#sessionBytes, duplicate: false }
@@ -441,14 +459,60 @@ export class CompletionLog {
     }
   }
 
-  #chooseBase(prompt: Uint32Array, agent: string, api: string): { base: Materialized | null; shared: number } {
+  /**
+   * The new prompt's ids: given, or read from the engine's text against the recent prompt sharing the most
+   * ids by text (copied, not parsed). Also returns, per recent prompt compared, how many ids it certainly
+   * shares (`#chooseBase` then compares ids only past that point: one step when the formats agree).
+   */
+  #readPrompt(input: CompletionInput): {
+    ids: Uint32Array | null
+    text: PromptText | null
+    known: Map<number, number>
+    unreadable: boolean
+  } {
+    const known = new Map<number, number>()
+    const text = input.prompt_token_text
+    if (text === undefined || text === null) return { ids: input.prompt_token_ids, text: null, known, unreadable: false }
+    let best: Materialized | null = null
+    let bestShared = 0
+    for (let i = this.#recent.length - 1; i >= 0; i--) {
+      const entry = this.#cache.get(this.#recent[i] as number)
+      if (!entry) continue
+      const shared = sharedPromptIds(this.#promptTextOf(entry), text)
+      known.set(entry.seq, shared)
+      if (shared > bestShared) {
+        best = entry
+        bestShared = shared
+      }
+      // Same stopping rule as `#chooseBase` (which, comparing ids, stops no later than this).
+      if (shared === entry.prompt.length && shared >= MIN_SHARED_TOKENS) break
+    }
+    const parsed = best?.promptText
+      ? parsePromptTextAgainst(text, { ids: best.prompt, text: best.promptText }, bestShared)
+      : parsePromptText(text)
+    this.lastPromptRead = { copied: parsed.copied, parsedChars: parsed.parsedChars }
+    return { ids: parsed.ids, text: parsed.text, known, unreadable: parsed.unreadable }
+  }
+
+  /** A cached prompt's text, written canonically the first time it is asked for (entries read from storage). */
+  #promptTextOf(entry: Materialized): PromptText {
+    if (entry.promptText) return entry.promptText
+    entry.promptText = canonicalPromptText(entry.prompt)
+    const bytes = promptTextBytes(entry.promptText)
+    entry.bytes += bytes
+    if (this.#cache.get(entry.seq) === entry) this.#cacheBytes += bytes
+    return entry.promptText
+  }
+
+  /** `known`: ids certainly shared with some recent prompts (from their text); compared only past that. */
+  #chooseBase(prompt: Uint32Array, agent: string, api: string, known: Map<number, number>): { base: Materialized | null; shared: number } {
     let best: Materialized | null = null
     let bestShared = 0
     let fallback: Materialized | null = null
     for (let i = this.#recent.length - 1; i >= 0; i--) {
       const entry = this.#cache.get(this.#recent[i] as number)
       if (!entry) continue
-      const shared = commonPrefixLength(entry.prompt, prompt)
+      const shared = commonPrefixLength(entry.prompt, prompt, known.get(entry.seq))
       if (shared >= MIN_SHARED_TOKENS && shared > bestShared) {
         best = entry
         bestShared = shared
@@ -460,7 +524,7 @@ export class CompletionLog {
     }
     return best
       ? { base: best, shared: bestShared }
-      : { base: fallback, shared: fallback ? commonPrefixLength(fallback.prompt, prompt) : 0 }
+      : { base: fallback, shared: fallback ? commonPrefixLength(fallback.prompt, prompt, known.get(fallback.seq)) : 0 }
   }
 
   #remember(entry: Materialized): void {
@@ -553,6 +617,7 @@ export class CompletionLog {
       api: row.api,
       depth: row.delta_depth,
       prompt: resolved.prompt,
+      promptText: null,
       requestText: resolved.requestText,
       originalText: resolved.originalText,
       bytes: resolved.prompt.length * 4 + (resolved.requestText.length + resolved.originalText.length) * 2,

@@ -16,6 +16,11 @@ export interface CompletionInput {
   stream: boolean
   status: CompletionStatus
   prompt_token_ids: Uint32Array | null
+  /**
+   * The prompt ids as the engine's JSON text of the array, when the edge left them unparsed: the session
+   * parses only what differs from its previous prompt (`prompt-ids.ts`). `prompt_token_ids` is then null.
+   */
+  prompt_token_text?: string | null
   response_token_ids: Uint32Array | null
   response_logprobs: Float64Array | null
   finish_reason: string | null

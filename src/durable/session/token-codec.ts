@@ -39,10 +39,10 @@ export function unpackLogprobs(format: number, buffer: ArrayBuffer | null): numb
   return Array.from(view)
 }
 
-/** Length of the common prefix of two token sequences. */
-export function commonPrefixLength(a: ArrayLike<number>, b: ArrayLike<number>): number {
+/** Length of the common prefix of two token sequences, given that the first `from` are known equal. */
+export function commonPrefixLength(a: ArrayLike<number>, b: ArrayLike<number>, from = 0): number {
   const limit = Math.min(a.length, b.length)
-  let i = 0
+  let i = Math.min(from, limit)
   while (i < limit && a[i] === b[i]) i++
   return i
 }

@@ -115,8 +115,11 @@ function usageOf(value: unknown, promptIds: number[] | null, responseIds: number
   }
 }
 
-/** Parse the engine's JSON body (already decoded) into a `Completion`. */
-export function parseEngineResponse(json: unknown): Completion {
+/**
+ * Parse the engine's JSON body (already decoded) into a `Completion`. `promptIdsText`: the prompt ids were
+ * cut out of the text unparsed (`parseEngineAnswerText`); they travel as text.
+ */
+export function parseEngineResponse(json: unknown, promptIdsText: string | null = null): Completion {
   const body = asObject(json)
   if (!body) throw new EngineResponseError('engine response is not a JSON object')
   const choice = Array.isArray(body.choices) ? asObject(body.choices[0]) : null
@@ -124,7 +127,10 @@ export function parseEngineResponse(json: unknown): Completion {
   const rawMessage = asObject(choice.message)
   if (!rawMessage) throw new EngineResponseError('engine response choice has no message')
 
-  const promptTokenIds = intArray(choice.input_token_ids) ?? intArray(choice.prompt_token_ids) ?? intArray(body.prompt_token_ids)
+  const promptTokenIds =
+    promptIdsText === null
+      ? (intArray(choice.input_token_ids) ?? intArray(choice.prompt_token_ids) ?? intArray(body.prompt_token_ids))
+      : null
   const { ids: responseTokenIds, sglangLogprobs } = sampledTokens(choice)
   const responseLogprobs = alignedLogprobs(choice, responseTokenIds, sglangLogprobs)
 
@@ -149,6 +155,7 @@ export function parseEngineResponse(json: unknown): Completion {
     stopReason: typeof stopReason === 'string' || typeof stopReason === 'number' ? stopReason : null,
     usage: usageOf(body.usage, promptTokenIds, responseTokenIds),
     promptTokenIds,
+    ...(promptIdsText === null ? {} : { promptTokenText: promptIdsText }),
     responseTokenIds,
     responseLogprobs,
     logprobsMode: typeof body.logprobs_mode === 'string' ? body.logprobs_mode : null,

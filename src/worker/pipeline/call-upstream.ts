@@ -6,6 +6,7 @@
 import { exceedsJsonDepth, jsonDepthMessage } from '../../normalize/json-depth.ts'
 import { errorKindForStatus, upstreamErrorMessage } from '../../normalize/errors.ts'
 import { EngineResponseError, parseEngineResponse } from '../../normalize/engine/engine-response.ts'
+import { parseEngineAnswerText } from '../../normalize/engine/prompt-ids-text.ts'
 import type { Completion, NormalizedError } from '../../normalize/types.ts'
 import type { UpstreamConfig } from '../../durable/session/record.ts'
 
@@ -54,8 +55,11 @@ export async function callUpstream(call: UpstreamCall): Promise<UpstreamOutcome>
     return fail(502, 'upstream', reason, elapsed(), aborted)
   }
   let json: unknown
+  // The prompt ids (most of a long context's answer) stay text for the session to parse incrementally.
+  let promptIdsText: string | null = null
   try {
-    json = JSON.parse(text)
+    if (response.ok) ({ json, promptIdsText } = parseEngineAnswerText(text))
+    else json = JSON.parse(text)
     // Answers are held to the same nesting limit as requests (a runner's tunnel relays them).
     if (exceedsJsonDepth(json)) throw new Error(jsonDepthMessage())
   } catch {
@@ -74,7 +78,7 @@ export async function callUpstream(call: UpstreamCall): Promise<UpstreamOutcome>
     return fail(response.status, errorKindForStatus(response.status), message, elapsed(), false)
   }
   try {
-    return { ok: true, completion: parseEngineResponse(json), upstreamMs: elapsed() }
+    return { ok: true, completion: parseEngineResponse(json, promptIdsText), upstreamMs: elapsed() }
   } catch (error) {
     const message = error instanceof EngineResponseError ? error.message : String(error)
     return fail(502, 'upstream', `upstream response unusable: ${message}`, elapsed(), false)

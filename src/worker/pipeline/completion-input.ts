@@ -41,6 +41,7 @@ export function completionInput(facts: CallFacts, outcome: UpstreamOutcome, stat
     stream: parsed.stream,
     status,
     prompt_token_ids: completion?.promptTokenIds ? Uint32Array.from(completion.promptTokenIds) : null,
+    prompt_token_text: completion?.promptTokenText ?? null,
     response_token_ids: completion?.responseTokenIds ? Uint32Array.from(completion.responseTokenIds) : null,
     response_logprobs: completion?.responseLogprobs ? Float64Array.from(completion.responseLogprobs) : null,
     finish_reason: completion?.finishReason.raw ?? null,

@@ -8,8 +8,10 @@ import { CompletionLog } from '../../../src/durable/session/completion-log.ts'
 import { BlobStore } from '../../../src/durable/session/blob-store.ts'
 import type { CompletionInput } from '../../../src/durable/session/record.ts'
 import { ensureSchema, MIGRATIONS, SCHEMA_VERSION } from '../../../src/durable/session/schema.ts'
-import { MemoryBucket, nodeSql } from '../../../scripts/lib/node-sqlite.ts'
-import { completionInput, growingSession } from '../../support/records.ts'
+import { MemoryBucket, nodeSql, nodeSqlExecutor } from '../../../scripts/lib/node-sqlite.ts'
+import { Sql, type SqlValue } from '../../../src/durable/session/sql.ts'
+import { DatabaseSync } from 'node:sqlite'
+import { completionInput, growingSession, growingSessionInputs } from '../../support/records.ts'
 
 function openLog() {
   const { sql, db } = nodeSql()
@@ -119,5 +121,79 @@ describe('CompletionLog storage', () => {
     expect(sql.first<{ version: number }>('SELECT version FROM rg_schema')?.version).toBe(SCHEMA_VERSION)
     const columns = sql.all<{ name: string }>("SELECT name FROM pragma_table_info('rg_completions')").map((c) => c.name)
     expect(columns).toContain('request_length')
+  })
+
+  it('records prompt ids sent as the engine’s JSON text exactly like ids sent parsed (branching, drifting, spaced)', async () => {
+    const asIds = openLog()
+    const asText = openLog()
+    const inputs = branchingSession(60)
+    const idsWriter = asIds.log()
+    const textWriter = asText.log()
+    for (const [turn, input] of inputs.entries()) {
+      await idsWriter.record(input)
+      const json = JSON.stringify(Array.from(input.prompt_token_ids ?? []))
+      // The engine's formatting may change mid-session (a proxy, a restart with another JSON encoder).
+      const text = turn % 9 < 4 ? json : json.replaceAll(',', ', ')
+      await textWriter.record({ ...input, prompt_token_ids: null, prompt_token_text: text })
+      if (turn > 2 && turn % 3 !== 2) expect(textWriter.lastPromptRead?.copied, `turn ${turn}`).toBeGreaterThan(0)
+    }
+    // What GET /completions serves is the same, record by record, from a cold log.
+    expect(await asText.log().all()).toEqual(await asIds.log().all())
+    const shape = 'SELECT seq, prompt_parent, prompt_shared, prompt_length, trainable FROM rg_completions ORDER BY seq'
+    expect(asText.sql.all(shape)).toEqual(asIds.sql.all(shape))
+  })
+
+  it('records prompt ids text that is not JSON without ids, warned, never guessed', async () => {
+    const { log } = openLog()
+    const writer = log()
+    await writer.record(completionInput({ completion_id: 'cmpl_0', prompt_token_ids: null, prompt_token_text: '[1,2,3,4,5,6,7,8,9,10]' }))
+    await writer.record(
+      completionInput({ completion_id: 'cmpl_1', prompt_token_ids: null, prompt_token_text: '[1,2,3,4,5,6,7,8,9,10,,11]' }),
+    )
+    const record = await log().get(1)
+    expect(record?.prompt_token_ids).toEqual([])
+    expect(record?.trainable).toBe(false)
+    expect(record?.warnings.map((w) => w.code)).toContain('engine_prompt_ids_unreadable')
+    expect((await log().get(0))?.prompt_token_ids).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+  })
+
+  it('does the same work per call at turn 400 as at turn 10 (rows and bytes read, ids parsed)', async () => {
+    const db = new DatabaseSync(':memory:')
+    const executor = nodeSqlExecutor(db)
+    const read = { rows: 0, bytes: 0 }
+    const sql = new Sql({
+      exec(query: string, ...bindings: SqlValue[]) {
+        const rows = [...executor.exec(query, ...bindings)]
+        for (const row of rows) {
+          read.rows++
+          for (const value of Object.values(row)) {
+            read.bytes += value instanceof ArrayBuffer ? value.byteLength : typeof value === 'string' ? value.length : 8
+          }
+        }
+        return rows
+      },
+    })
+    ensureSchema(sql)
+    const writer = new CompletionLog(sql, new BlobStore(new MemoryBucket()), 'ses_test')
+    const perCall: { rows: number; bytes: number; parsedChars: number; copied: number; promptLength: number }[] = []
+    for (const input of growingSessionInputs(400, 200, 40, 2)) {
+      const ids = input.prompt_token_ids ?? new Uint32Array(0)
+      read.rows = 0
+      read.bytes = 0
+      await writer.record({ ...input, prompt_token_ids: null, prompt_token_text: JSON.stringify(Array.from(ids)) })
+      perCall.push({ ...read, ...(writer.lastPromptRead ?? { parsedChars: -1, copied: -1 }), promptLength: ids.length })
+    }
+    const early = perCall[10] as (typeof perCall)[number]
+    for (const [turn, call] of perCall.entries()) {
+      if (turn < 10) continue
+      // The same few small rows read (the duplicate check), whatever the session's length.
+      expect(call.rows, `turn ${turn}`).toBeLessThanOrEqual(early.rows)
+      expect(call.bytes, `turn ${turn}`).toBeLessThanOrEqual(early.bytes)
+      // Only the new ids are parsed; all earlier ones are copied from the last prompt.
+      expect(call.copied, `turn ${turn}`).toBe((perCall[turn - 1] as (typeof perCall)[number]).promptLength)
+      // (Token ids have at most 6 digits here: 7 characters each with the comma.)
+      expect(call.parsedChars, `turn ${turn}`).toBeLessThanOrEqual(7 * (call.promptLength - call.copied) + 1)
+    }
+    expect((perCall.at(-1) as (typeof perCall)[number]).promptLength).toBeGreaterThan(15_000)
   })
 })

@@ -1,0 +1,136 @@
+/**
+ * @module
+ * Read a prompt's ids from the engine's JSON text against the session's previous prompt: the text is
+ * compared first (a memcmp), the ids whose text (and the separator after it) lies in the common prefix are
+ * copied from the base, and only the rest is parsed. A 100k-token context then costs a text comparison and
+ * two copies, not a parse of a megabyte of numbers (`src/normalize/engine/prompt-ids-text.ts` cuts the text
+ * out of the answer). Whatever cannot be matched exactly is parsed whole, the way the engine response
+ * normalizer reads ids (integers, stored as uint32).
+ */
+import { promptIdsFromText } from '../../normalize/engine/prompt-ids-text.ts'
+import { commonPrefix } from './text-delta.ts'
+
+/** A prompt's ids as JSON text, and where each id's text ends. */
+export interface PromptText {
+  text: string
+  /** `seps[j]`: index in `text` of the `,` or `]` that ends id j (after any whitespace). */
+  seps: Uint32Array
+}
+
+export interface ParsedPrompt {
+  /** Null: the text is not an array of integers (as the normalizer reads it), or not JSON. */
+  ids: Uint32Array | null
+  text: PromptText | null
+  /** Ids copied from the base without parsing. */
+  copied: number
+  /** Characters of `text` parsed. */
+  parsedChars: number
+  /** The text is not JSON (an engine bug): recorded without prompt ids. */
+  unreadable: boolean
+}
+
+const COMMA = 0x2c
+const CLOSE = 0x5d
+
+function isSpace(code: number): boolean {
+  return code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09
+}
+
+function digits(value: number): number {
+  let n = 1
+  for (let v = value; v >= 10; v = Math.floor(v / 10)) n++
+  return n
+}
+
+/** The text `JSON.stringify` writes for `ids`, with its separators computed (no scan). */
+export function canonicalPromptText(ids: Uint32Array): PromptText {
+  const seps = new Uint32Array(ids.length)
+  let at = 0
+  for (let j = 0; j < ids.length; j++) {
+    at += 1 + digits(ids[j] as number)
+    seps[j] = at
+  }
+  return { text: `[${ids.join(',')}]`, seps }
+}
+
+/** Separators of a JSON array of `count` numbers: its commas, then the closing bracket. */
+function separators(text: string, count: number): Uint32Array {
+  const seps = new Uint32Array(count)
+  let at = 0
+  for (let j = 0; j < count - 1; j++) {
+    at = text.indexOf(',', at + 1)
+    seps[j] = at
+  }
+  if (count > 0) seps[count - 1] = text.length - 1
+  return seps
+}
+
+/**
+ * How many leading ids `text` certainly shares with `base`: those whose text and following separator lie
+ * in the common text prefix (so `[1,2,3` shares two ids with `[1,2,34`, not three).
+ */
+export function sharedPromptIds(base: PromptText, text: string): number {
+  const prefix = commonPrefix(base.text, text)
+  const seps = base.seps
+  let lo = 0
+  let hi = seps.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if ((seps[mid] as number) < prefix) lo = mid + 1
+    else hi = mid
+  }
+  // The texts part at the base's separator: the id still ends there if the new text has a separator too.
+  if (lo < seps.length && seps[lo] === prefix) {
+    const code = text.charCodeAt(prefix)
+    if (code === COMMA || code === CLOSE || isSpace(code)) lo++
+  }
+  return lo
+}
+
+/** Parse `text` whole (no usable base). */
+export function parsePromptText(text: string): ParsedPrompt {
+  let ids: Uint32Array | null
+  try {
+    ids = promptIdsFromText(text)
+  } catch {
+    return { ids: null, text: null, copied: 0, parsedChars: text.length, unreadable: true }
+  }
+  return { ids, text: ids ? { text, seps: separators(text, ids.length) } : null, copied: 0, parsedChars: text.length, unreadable: false }
+}
+
+/**
+ * Parse `text` given that its first `shared` ids are the base's (`sharedPromptIds`): copy those, parse the
+ * rest. Falls back to a whole parse when the rest is not a plain continuation.
+ */
+export function parsePromptTextAgainst(text: string, base: { ids: Uint32Array; text: PromptText }, shared: number): ParsedPrompt {
+  if (shared <= 0 || shared > base.ids.length) return parsePromptText(text)
+  let at = base.text.seps[shared - 1] as number
+  while (at < text.length && isSpace(text.charCodeAt(at))) at++
+  const code = text.charCodeAt(at)
+  let tail: unknown = null
+  if (code === CLOSE && at === text.length - 1) tail = []
+  else if (code === COMMA) {
+    try {
+      tail = JSON.parse(`[${text.slice(at + 1)}`)
+    } catch {
+      tail = null
+    }
+  }
+  // `,]` is not JSON: a comma needs an id after it.
+  if (!Array.isArray(tail) || (code === COMMA && tail.length === 0)) return parsePromptText(text)
+  for (const item of tail) if (!Number.isInteger(item)) return parsePromptText(text)
+  const ids = new Uint32Array(shared + tail.length)
+  ids.set(base.ids.subarray(0, shared))
+  for (let j = 0; j < tail.length; j++) ids[shared + j] = tail[j] as number
+  const parsedChars = text.length - at
+  const seps = new Uint32Array(ids.length)
+  seps.set(base.text.seps.subarray(0, shared))
+  // The last copied id may end differently here (`2,` in the base, `2 ,` here).
+  seps[shared - 1] = at
+  for (let j = shared; j < ids.length - 1; j++) {
+    at = text.indexOf(',', at + 1)
+    seps[j] = at
+  }
+  seps[ids.length - 1] = text.length - 1
+  return { ids, text: { text, seps }, copied: shared, parsedChars, unreadable: false }
+}

@@ -1,0 +1,206 @@
+/**
+ * Prompt ids read from the engine's JSON text: the edge cuts the array out of the answer only where the cut is
+ * proven, and the session's incremental read (copy the ids the text shares with the last prompt, parse the rest)
+ * gives exactly what a whole parse gives, on number boundaries, shorter and unrelated prompts, whitespace
+ * variants, non-integers and text that is not JSON.
+ */
+import { describe, expect, it } from 'vitest'
+import {
+  findPromptIds,
+  MIN_CUT_CHARS,
+  PROMPT_IDS_PLACEHOLDER,
+  parseEngineAnswerText,
+  promptIdsFromText,
+} from '../../../src/normalize/engine/prompt-ids-text.ts'
+import { parseEngineResponse } from '../../../src/normalize/engine/engine-response.ts'
+import {
+  canonicalPromptText,
+  type PromptText,
+  parsePromptText,
+  parsePromptTextAgainst,
+  sharedPromptIds,
+} from '../../../src/durable/session/prompt-ids.ts'
+
+/** What the session reads for `text` against `base`, the way the completion log does it. */
+function readAgainst(baseText: string | Uint32Array, text: string) {
+  const base: { ids: Uint32Array; text: PromptText } =
+    typeof baseText === 'string'
+      ? (() => {
+          const parsed = parsePromptText(baseText)
+          if (!parsed.ids || !parsed.text) throw new Error('base must parse')
+          return { ids: parsed.ids, text: parsed.text }
+        })()
+      : { ids: baseText, text: canonicalPromptText(baseText) }
+  const shared = sharedPromptIds(base.text, text)
+  return { shared, ...parsePromptTextAgainst(text, base, shared) }
+}
+
+/** The whole-parse reading (what the normalizer did before): JSON.parse, integers only, uint32. */
+function wholeParse(text: string): number[] | null {
+  try {
+    const ids = promptIdsFromText(text)
+    return ids ? Array.from(ids) : null
+  } catch {
+    return null
+  }
+}
+
+function expectSameAsWhole(base: string | Uint32Array, text: string) {
+  const read = readAgainst(base, text)
+  expect(read.ids === null ? null : Array.from(read.ids)).toEqual(wholeParse(text))
+  // The separators found must be the text's: each id's text ends at a `,` (or the closing `]`).
+  if (read.text) {
+    expect(read.text.seps.length).toBe(read.ids?.length)
+    for (const [j, at] of read.text.seps.entries()) expect(text[at]).toBe(j === read.text.seps.length - 1 ? ']' : ',')
+  }
+  return read
+}
+
+describe('incremental prompt ids', () => {
+  it('shares ids only up to a number boundary: [1,2,3 vs [1,2,34', () => {
+    const read = expectSameAsWhole('[1,2,3]', '[1,2,34,5]')
+    expect(read.shared).toBe(2)
+    expect(read.copied).toBe(2)
+    expect(expectSameAsWhole('[1,2,34]', '[1,2,3,4]').shared).toBe(2)
+    expect(expectSameAsWhole('[10,20,3]', '[10,20,3,4]').shared).toBe(3)
+  })
+
+  it('copies all of an extended prompt and parses only the new ids', () => {
+    const base = Uint32Array.from({ length: 5000 }, (_, i) => (i * 7919) % 151000)
+    const next = [...base, 11, 151644, 0, 42]
+    const read = expectSameAsWhole(base, JSON.stringify(next))
+    expect(read.copied).toBe(base.length)
+    expect(read.parsedChars).toBeLessThan(40)
+  })
+
+  it('writes a stored prompt canonically with its separators (the base after a wake)', () => {
+    const ids = Uint32Array.from([0, 9, 10, 99, 100, 151645, 4294967295, 7])
+    const { text, seps } = canonicalPromptText(ids)
+    expect(text).toBe(JSON.stringify(Array.from(ids)))
+    expect(Array.from(seps)).toEqual(Array.from(ids, (_, j) => (j === ids.length - 1 ? text.length - 1 : text.split(',', j + 1).join(',').length)))
+    expect(canonicalPromptText(new Uint32Array(0))).toEqual({ text: '[]', seps: new Uint32Array(0) })
+    // Read against it, the next prompt copies every id.
+    expect(expectSameAsWhole(ids, JSON.stringify([...ids, 5])).copied).toBe(ids.length)
+  })
+
+  it('handles a shorter prompt, an identical one, an empty one and a completely different one', () => {
+    expect(expectSameAsWhole('[1,2,3,4]', '[1,2]').shared).toBe(2)
+    expect(expectSameAsWhole('[1,2,3,4]', '[1,2,3]').shared).toBe(3)
+    expect(expectSameAsWhole('[1,2,3,4]', '[1,2,3,4]').shared).toBe(4)
+    expect(expectSameAsWhole('[1,2,3,4]', '[]').shared).toBe(0)
+    expect(expectSameAsWhole('[]', '[1,2]').shared).toBe(0)
+    expect(expectSameAsWhole('[1,2,3,4]', '[9,8,7]').shared).toBe(0)
+    expect(expectSameAsWhole('[1,2,3,4]', '[12,3,4]').shared).toBe(0)
+  })
+
+  it('reads whitespace variants of the engine JSON exactly', () => {
+    expectSameAsWhole('[1, 2, 3]', '[1, 2, 3, 4]')
+    expect(expectSameAsWhole('[1, 2, 3]', '[1, 2, 3, 4]').copied).toBe(3)
+    expectSameAsWhole('[1, 2, 3]', '[1,2,3,4]')
+    expectSameAsWhole('[ 1 ,2 ,3 ]', '[ 1 ,2 ,3 ,4 ]')
+    expectSameAsWhole('[\n  1,\n  2\n]', '[\n  1,\n  2,\n  3\n]')
+    expectSameAsWhole('[1,2]', '[1,2 ,3]')
+    expectSameAsWhole('[1,2]', '[1,2 ]')
+    expectSameAsWhole('[1,2,3]', '[1,2\t]')
+  })
+
+  it('reads numbers the way the whole parse does (non-integers void the prompt, uint32 wraps)', () => {
+    expect(expectSameAsWhole('[1,2,3]', '[1,2,3,4.5]').ids).toBeNull()
+    expectSameAsWhole('[1,2,3]', '[1,2,3,4.0]')
+    expectSameAsWhole('[1,2,3]', '[1,2,3,1e2]')
+    expectSameAsWhole('[1,2,3]', '[1,2,3,-1]')
+    expectSameAsWhole('[1,2,3]', '[1,2,3,4294967297]')
+    expectSameAsWhole('[1,2,3]', '[1,2,3,"4"]')
+    expectSameAsWhole('[100,2]', '[1e2,2,3]')
+  })
+
+  it('records text that is not JSON as unreadable, never as a guess', () => {
+    for (const bad of ['[1,2,3,]', '[1,2,3,,4]', '[1,2,3 4]', '[1,2,03]', '[1,2,3']) {
+      const read = readAgainst('[1,2,3]', bad)
+      expect(read.ids, bad).toBeNull()
+      expect(read.unreadable, bad).toBe(true)
+    }
+  })
+
+  it('agrees with the whole parse on random edits of random prompts', () => {
+    let seed = 7
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return seed % n
+    }
+    const ids = () => Array.from({ length: random(40) }, () => (random(4) === 0 ? random(10) : random(200000)))
+    for (let round = 0; round < 2000; round++) {
+      const base = ids()
+      const next = base.slice(0, random(base.length + 1))
+      // Edit the last kept id's digits sometimes (a prefix that matches in text, not in ids).
+      if (next.length && random(3) === 0) next[next.length - 1] = Number(`${next.at(-1)}${random(10)}`)
+      next.push(...ids())
+      const spaced = random(4) === 0
+      const write = (values: number[]) => (spaced ? JSON.stringify(values).replaceAll(',', ', ') : JSON.stringify(values))
+      expectSameAsWhole(random(2) ? write(base) : Uint32Array.from(base), write(next))
+    }
+  })
+})
+
+describe('cutting the prompt ids out of an engine answer', () => {
+  const ids = Array.from({ length: 3000 }, (_, i) => (i * 7919) % 151000)
+  const vllm = {
+    id: 'chatcmpl-1',
+    model: 'Qwen/Qwen3-8B',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop', token_ids: [5, 151645] }],
+    prompt_token_ids: ids,
+    usage: { prompt_tokens: ids.length, completion_tokens: 2 },
+  }
+
+  it('leaves a vLLM answer’s ids as text and the rest parsed, and the text reads back to the ids', () => {
+    const text = JSON.stringify(vllm)
+    expect(text.length).toBeGreaterThan(MIN_CUT_CHARS)
+    const answer = parseEngineAnswerText(text)
+    expect(answer.promptIdsText).toBe(JSON.stringify(ids))
+    const completion = parseEngineResponse(answer.json, answer.promptIdsText)
+    expect(completion.promptTokenIds).toBeNull()
+    expect(Array.from(promptIdsFromText(completion.promptTokenText as string) ?? [])).toEqual(ids)
+    expect(completion.usage.inputTokens).toBe(ids.length)
+    expect(completion.responseTokenIds).toEqual([5, 151645])
+  })
+
+  it('cuts SGLang’s choice-level prompt_token_ids and Python’s spaced JSON', () => {
+    const sglang = { ...vllm, prompt_token_ids: undefined, choices: [{ ...vllm.choices[0], prompt_token_ids: ids }] }
+    expect(parseEngineAnswerText(JSON.stringify(sglang)).promptIdsText).toBe(JSON.stringify(ids))
+    const spaced = JSON.stringify(vllm).replaceAll(',', ', ').replaceAll(':', ': ')
+    const answer = parseEngineAnswerText(spaced)
+    expect(answer.promptIdsText).toBe(JSON.stringify(ids).replaceAll(',', ', '))
+    expect(parseEngineResponse(answer.json, answer.promptIdsText).message.content).toBe('hi')
+  })
+
+  it('parses it all when the cut is not proven', () => {
+    const whole = (value: unknown) => parseEngineAnswerText(JSON.stringify(value)).promptIdsText
+    // No usage count: the ids' length is needed.
+    expect(whole({ ...vllm, usage: {} })).toBeNull()
+    // SGLang's input_token_ids take precedence.
+    expect(whole({ ...vllm, choices: [{ ...vllm.choices[0], input_token_ids: [1] }] })).toBeNull()
+    // The key twice: which one counts is the parser's call.
+    expect(whole({ ...vllm, choices: [{ ...vllm.choices[0], prompt_token_ids: [1] }] })).toBeNull()
+    // Nested, strings, objects inside the array: its first `]` may not close it.
+    expect(whole({ ...vllm, prompt_token_ids: [[1], ...ids] })).toBeNull()
+    expect(whole({ ...vllm, prompt_token_ids: ['1]', ...ids] })).toBeNull()
+    // Not at a place the ids are read from.
+    expect(whole({ ...vllm, prompt_token_ids: undefined, usage: { ...vllm.usage, prompt_token_ids: ids } })).toBeNull()
+    // Small answers are parsed whole.
+    expect(whole({ ...vllm, prompt_token_ids: [1, 2, 3] })).toBeNull()
+  })
+
+  it('is not fooled by the key quoted inside a string', () => {
+    const quoting = { ...vllm, choices: [{ ...vllm.choices[0], message: { role: 'assistant', content: '{"prompt_token_ids": [1]}' } }] }
+    const answer = parseEngineAnswerText(JSON.stringify(quoting))
+    expect(answer.promptIdsText).toBe(JSON.stringify(ids))
+    expect(parseEngineResponse(answer.json, answer.promptIdsText).message.content).toBe('{"prompt_token_ids": [1]}')
+  })
+
+  it('finds only a real key followed by an array', () => {
+    expect(findPromptIds('{"prompt_token_ids": null}')).toBeNull()
+    expect(findPromptIds('{"a":"\\"prompt_token_ids\\": [1]"}')).toBeNull()
+    expect(findPromptIds('{"prompt_token_ids" :\n [1, 2]}')).toEqual({ start: 23, end: 29 })
+    expect(PROMPT_IDS_PLACEHOLDER).toContain('\u0000')
+  })
+})
