@@ -79,8 +79,7 @@ describe('SessionObject capture', () => {
       await asIds.record(input)
       await asText.record({ ...input, prompt_token_ids: null, prompt_token_text: turn % 3 === 2 ? json.replaceAll(',', ', ') : json })
     }
-    const served = (records: Awaited<ReturnType<SessionRpc['completions']>>) =>
-      records.map(({ session_id, ...rest }) => rest)
+    const served = (records: Awaited<ReturnType<SessionRpc['completions']>>) => records.map(({ session_id, ...rest }) => rest)
     expect(served(await asText.completions(-1, 100))).toEqual(served(await asIds.completions(-1, 100)))
     expect((await asText.summary())!.storage).toEqual((await asIds.summary())!.storage)
   })

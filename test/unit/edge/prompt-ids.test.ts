@@ -77,7 +77,9 @@ describe('incremental prompt ids', () => {
     const ids = Uint32Array.from([0, 9, 10, 99, 100, 151645, 4294967295, 7])
     const { text, seps } = canonicalPromptText(ids)
     expect(text).toBe(JSON.stringify(Array.from(ids)))
-    expect(Array.from(seps)).toEqual(Array.from(ids, (_, j) => (j === ids.length - 1 ? text.length - 1 : text.split(',', j + 1).join(',').length)))
+    expect(Array.from(seps)).toEqual(
+      Array.from(ids, (_, j) => (j === ids.length - 1 ? text.length - 1 : text.split(',', j + 1).join(',').length)),
+    )
     expect(canonicalPromptText(new Uint32Array(0))).toEqual({ text: '[]', seps: new Uint32Array(0) })
     // Read against it, the next prompt copies every id.
     expect(expectSameAsWhole(ids, JSON.stringify([...ids, 5])).copied).toBe(ids.length)
