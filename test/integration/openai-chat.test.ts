@@ -160,6 +160,33 @@ describe('OpenAI chat through the edge', () => {
   })
 })
 
+describe('long contexts', () => {
+  it('records every prompt exactly when the edge leaves the engine’s prompt ids as text for the session to read', async () => {
+    // Answers of several thousand prompt ids: the ids travel unparsed and the session reads each prompt
+    // against the previous one (turn 2 and 3 copy the earlier ids, parse only the new ones).
+    const session = await stack.createSession({ task_id: 'itest-long' })
+    const longClient = new OpenAI({ baseURL: session.base_urls.openai, apiKey: session.token, maxRetries: 0 })
+    const output = 'src/config/loader.ts:118: export function loadConfig(path: string): Config {\n'.repeat(120)
+    const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
+      SYSTEM,
+      { role: 'user', content: `Why does this fail?\n${output}` },
+    ]
+    for (let turn = 0; turn < 3; turn++) {
+      const response = await longClient.chat.completions.create({ model: 'gpt-harness', messages, tools: TOOLS })
+      const records = await stack.completions(session.session_id)
+      const record = records.at(-1) as CompletionRecordJson
+      expect(record.prompt_token_ids.length).toBeGreaterThan(1500)
+      await expectFaithful(record, messages, TOOLS)
+      if (turn > 0)
+        expect(record.prompt_delta).toEqual({ parent_seq: turn - 1, shared_prefix_len: records[turn - 1]!.prompt_token_ids.length })
+      messages.push(
+        { role: 'assistant', content: response.choices[0]!.message.content ?? '' },
+        { role: 'user', content: `Turn ${turn}:\n${output}` },
+      )
+    }
+  })
+})
+
 describe('engine window', () => {
   it('clamps an output budget larger than the engine window instead of relaying a 400 (Claude Code asks 128k)', async () => {
     const response = await client.chat.completions.create({
