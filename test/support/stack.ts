@@ -30,6 +30,8 @@ export interface CompletionRecordJson {
   agent: string
   api: string
   prompt_token_ids: number[]
+  /** The delta base the session stored this prompt against (null: stored whole). */
+  prompt_delta: { parent_seq: number; shared_prefix_len: number } | null
   response_token_ids: number[]
   response_logprobs: number[] | null
   finish_reason: string | null
