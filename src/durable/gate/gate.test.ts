@@ -190,6 +190,15 @@ describe('generation gate at the session', () => {
     expect(view.waiting()).toBe(0)
     expect(await view.waitOpen(1_000)).toBe(true)
     expect(view.waiting()).toBe(0)
+    // No timer outlives a wait.
+    expect(vi.getTimerCount()).toBe(0)
+    // Still paused at the deadline: false.
+    view.update({ paused: true, policy_version: 2 })
+    const closed = view.waitOpen(1_000)
+    await vi.advanceTimersByTimeAsync(1_000)
+    expect(await closed).toBe(false)
+    expect(view.waiting()).toBe(0)
+    expect(vi.getTimerCount()).toBe(0)
   })
 
   it('leases: refused while paused, counted until released or expired', () => {
@@ -271,6 +280,15 @@ describe('generation gate (the deployment)', () => {
     gate.unsubscribe('a')
     expect(await gate.status()).toMatchObject({ inflight: 0, sessions: 0, unreachable: 1 })
     expect(a.views).toHaveLength(2)
+  })
+
+  it('many subscribers are each asked once per push (in batches)', async () => {
+    const ids = Array.from({ length: 40 }, (_, index) => `s${index}`)
+    const { gate, sessions } = generationGate(ids)
+    for (const id of ids) gate.subscribe(id)
+    for (const session of sessions.values()) session.inflight = 1
+    expect(await gate.status()).toMatchObject({ sessions: 40, inflight: 40 })
+    for (const session of sessions.values()) expect(session.views).toHaveLength(1)
   })
 
   it('pause pushes the paused view and waits for the calls in flight to drain; resume pushes the open view', async () => {
