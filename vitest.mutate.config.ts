@@ -9,7 +9,7 @@ import { defineConfig } from 'vitest/config'
 const DEFAULT_TESTS = [
   'test/unit/edge/{proxy-promises,query,event-bus,runner-warnings,zod-issues,call-upstream,completion-log,engine-request,credentials}.test.ts',
   'test/unit/contract/{adapters,session-token}.test.ts',
-  'test/unit/providers/edge-routes.test.ts',
+  'test/unit/providers/*.test.ts',
   'test/unit/reconstruct-{builder-config,rewards,golden,branches}.test.ts',
   'src/durable/**/*.test.ts',
 ]
