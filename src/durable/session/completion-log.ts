@@ -361,11 +361,11 @@ export class CompletionLog {
       .map((row) => ({ ...row, trainable: row.trainable === 1, timing: JSON.parse(row.timing) }))
   }
 
-  /** One completion's `request` as its record serves it (a streamed build reads requests one at a time). */
-  async request(seq: number): Promise<Record<string, unknown>> {
+  /** The body one completion sent upstream, as text (a streamed build parses requests incrementally). */
+  async requestText(seq: number): Promise<string> {
     const row = this.#sql.first<CompletionRow>('SELECT * FROM rg_completions WHERE seq = ?', seq)
     if (!row) throw new Error(`completion ${seq} missing`)
-    return this.#servedRequest(await this.#materializeRow(row), JSON.parse(row.provenance) as CompletionRecord['provenance'])
+    return (await this.#materializeRow(row)).requestText
   }
 
   #servedRequest(full: Materialized, provenance: CompletionRecord['provenance']): Record<string, unknown> {

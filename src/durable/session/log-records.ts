@@ -10,14 +10,19 @@
  *   chain back (tokens only, never the bodies).
  * - `request` is loaded for the record being routed (`load`: its messages and tools), then `reduce`d to
  *   its tools and message count (`prompt_message_count`), so only the messages a trace copies stay alive.
+ *   Bodies are parsed incrementally (`request-messages.ts`): a turn that appends messages costs them.
  *
  * Token fields spilled to R2 (a suffix over 512 KB, rare) are fetched once, up front: the getter must be
  * synchronous.
  */
 import type { CompletionRecord } from '../../contract/completion-record.ts'
 import type { CompletionLog } from './completion-log.ts'
+import { RequestParser, type SharedPrefix } from './request-messages.ts'
 import type { Sql } from './sql.ts'
 import { unpackLogprobs, unpackTokens } from './token-codec.ts'
+
+/** `request_base`: the body is coded against the parent's body (else against its own original body). */
+const REQUEST_BASE_PARENT = 0
 
 /** Prompt tokens kept in memory at most (8 MB, packed). */
 export const PROMPT_CACHE_TOKENS = 2_000_000
@@ -39,6 +44,9 @@ interface LightRow {
   prompt_parent: number | null
   prompt_shared: number
   prompt_length: number | null
+  request_base: number
+  request_prefix: number
+  original_prefix: number
   response_tokens: ArrayBuffer | null
   logprobs: ArrayBuffer | null
   logprobs_format: number
@@ -62,6 +70,7 @@ interface TokenRow {
 
 const LIGHT_COLUMNS = `seq, completion_id, created_at, api, agent, model_requested, model_used, stream, status, trainable,
   finish_reason, stop_reason, prompt_parent, prompt_shared, prompt_length, response_tokens, logprobs, logprobs_format,
+  request_base, request_prefix, original_prefix,
   spilled, response_message, usage, warnings, error, timing, provenance, metadata`
 
 /** Prompts by seq, least recently used first, bounded in tokens. */
@@ -139,6 +148,8 @@ class PromptCache {
 /** A record whose prompt is read through the cache and whose request is loaded only while it is needed. */
 class LogRecord implements CompletionRecord {
   readonly #prompts: PromptCache
+  /** How the request body is delta-coded (see `CompletionLog.record`). */
+  readonly textDelta: { parent: number | null; requestBase: number; requestPrefix: number; originalPrefix: number }
   completion_id: string
   session_id: string
   seq: number
@@ -170,6 +181,12 @@ class LogRecord implements CompletionRecord {
 
   constructor(row: LightRow, sessionId: string, prompts: PromptCache, spilled: Map<string, ArrayBuffer>) {
     this.#prompts = prompts
+    this.textDelta = {
+      parent: row.prompt_parent,
+      requestBase: row.request_base,
+      requestPrefix: row.request_prefix,
+      originalPrefix: row.original_prefix,
+    }
     this.completion_id = row.completion_id
     this.session_id = sessionId
     this.seq = row.seq
@@ -225,9 +242,17 @@ function reading<T>(read: () => T): T {
 export class LogRecords {
   readonly #log: CompletionLog
   #prompts: PromptCache | null = null
+  /** Consecutive bodies of a conversation: only appended messages are parsed. */
+  readonly #requests = new RequestParser()
+  readonly #bySeq = new Map<number, LogRecord>()
 
   constructor(log: CompletionLog) {
     this.#log = log
+  }
+
+  /** Request bodies parsed whole so far (not as an extension of the previous one). */
+  get wholeRequestParses(): number {
+    return this.#requests.wholeParses
   }
 
   /** Prompts rebuilt from the log so far (cache misses). */
@@ -262,18 +287,42 @@ export class LogRecords {
     const prompts = new PromptCache(sql, spilledSuffixes)
     this.#prompts = prompts
     const none = new Map<string, ArrayBuffer>()
-    return rows.map((row) => new LogRecord(row, sessionId, prompts, spilledByRow.get(row.seq) ?? none))
+    const records = rows.map((row) => new LogRecord(row, sessionId, prompts, spilledByRow.get(row.seq) ?? none))
+    for (const record of records) this.#bySeq.set(record.seq, record)
+    return records
   }
 
   /** Load the record's request (messages and tools) for the builder. */
   async load(record: CompletionRecord): Promise<void> {
     const target = record as LogRecord
+    let text: string
     try {
-      target.request = await this.#log.request(record.seq)
+      text = await this.#log.requestText(record.seq)
     } catch (error) {
       throw new LogReadError(error)
     }
+    // Only `messages` and `tools` are read by the builders; the keys the served record drops
+    // (engine capture parameters, `stream`) are left in.
+    target.request = this.#requests.parse(text, record.seq, this.#sharedPrefix(target))
     target.prompt_message_count = undefined
+  }
+
+  /**
+   * A prefix of the record's body known equal to its delta parent's body, from the delta coding alone: a
+   * body coded against the parent's body shares its `request_prefix`; one coded against its own original
+   * (the usual case: the edge adds capture keys at the end) shares what both originals and both codings
+   * keep (the parent's body coded against its own original too).
+   */
+  #sharedPrefix(record: LogRecord): SharedPrefix | null {
+    const delta = record.textDelta
+    if (delta.parent === null) return null
+    if (delta.requestBase === REQUEST_BASE_PARENT) return { seq: delta.parent, length: delta.requestPrefix }
+    const parent = this.#bySeq.get(delta.parent)
+    if (parent === undefined || parent.textDelta.requestBase === REQUEST_BASE_PARENT) return null
+    return {
+      seq: delta.parent,
+      length: Math.min(delta.requestPrefix, delta.originalPrefix, parent.textDelta.requestPrefix),
+    }
   }
 
   /** Drop the request's messages once the record is routed; keep its tools and message count. */

@@ -70,7 +70,12 @@ export async function* trajectoryChunks(
 ): AsyncGenerator<string> {
   const format = request.format ?? 'trajectory'
   const json = format === 'trajectory' || format === 'session_result'
-  if (json) yield ' '
+  if (json) {
+    yield ' '
+    // A macrotask, so the first byte leaves before the build: reading the log is synchronous (SQLite),
+    // and without it the stream's next pull would run the whole routing pass before any flush.
+    await new Promise((resolve) => setTimeout(resolve, 0))
+  }
   const shell = request.builder === 'per_request' ? perRequestShell(log, request, session) : await prefixMergingShell(log, request, session)
   if (format === 'trajectory' || format === 'session_result') {
     if (format === 'session_result') {

@@ -26,7 +26,11 @@ import { type SimOptions, simulateSession } from '../reconstruct-support/simulat
 
 const SESSION = { session_id: 'ses_stream', task_id: 'task-stream', metadata: { group_id: 'g1' } }
 
-function inputOf(record: CompletionRecord): CompletionInput {
+/** `served`: the body sent upstream differs from the harness's (served model name, capture keys), as through the edge. */
+function inputOf(record: CompletionRecord, served = false): CompletionInput {
+  const upstream = served
+    ? { ...record.request, model: 'Qwen/Qwen3-8B-served', logprobs: true, return_tokens_as_token_ids: true }
+    : record.request
   return completionInput({
     completion_id: record.completion_id,
     timestamp: record.timestamp,
@@ -37,7 +41,7 @@ function inputOf(record: CompletionRecord): CompletionInput {
     response_logprobs: record.response_logprobs === null ? null : Float64Array.from(record.response_logprobs),
     finish_reason: record.finish_reason,
     stop_reason: record.stop_reason,
-    request_text: JSON.stringify(record.request),
+    request_text: JSON.stringify(upstream),
     original_text: JSON.stringify(record.original_request ?? record.request),
     response_message: record.response_message,
     metadata: record.metadata,
@@ -93,14 +97,46 @@ const mergeConfig = fc.oneof(
 describe('streamed prefix_merging', () => {
   it('equals the in-memory builder byte for byte on random sessions and configs', async () => {
     await fc.assert(
-      fc.asyncProperty(simOptions, mergeConfig, async (options, config) => {
+      fc.asyncProperty(simOptions, mergeConfig, fc.boolean(), async (options, config, served) => {
         const { records } = simulateSession(options)
-        const { log } = await logOf(records.map(inputOf))
+        const { log } = await logOf(records.map((record) => inputOf(record, served)))
         expect(await streamed(log, config)).toBe(await inMemory(log, config))
       }),
       { numRuns: 60 },
     )
   }, 120_000)
+
+  it('loads every request with the messages the log serves (appends, same-length history edits, served bodies)', async () => {
+    for (const served of [false, true]) {
+      const messages: { role: string; content: string }[] = [
+        { role: 'system', content: 'sys' },
+        { role: 'user', content: 'aaaa' },
+      ]
+      const inputs: CompletionInput[] = []
+      for (let turn = 0; turn < 12; turn++) {
+        // Turn 6 rewrites history in place (same length): the old array end still falls on a comma.
+        if (turn === 6) messages[1] = { role: 'user', content: 'bbbb' }
+        messages.push({ role: 'assistant', content: `a${turn}` }, { role: 'tool', content: `out ${turn}` })
+        const original = JSON.stringify({ model: 'gpt-test', messages })
+        inputs.push(
+          completionInput({
+            completion_id: `c${turn}`,
+            prompt_token_ids: Uint32Array.from({ length: 20 + turn * 4 }, (_, i) => (turn >= 6 && i === 12 ? 999 : i)),
+            original_text: original,
+            request_text: served ? JSON.stringify({ model: 'Qwen/Qwen3-8B', messages, logprobs: true }) : original,
+          }),
+        )
+      }
+      const { log } = await logOf(inputs)
+      const source = new LogRecords(log)
+      for (const record of await source.open()) {
+        await source.load(record)
+        expect(record.request.messages).toEqual((await log.get(record.seq))?.request.messages)
+        source.reduce(record)
+      }
+      expect(source.wholeRequestParses).toBeGreaterThanOrEqual(2)
+    }
+  })
 
   it('writes long arrays in slices, with exactly JSON.stringify text', () => {
     const trace = { prompt_ids: Array.from({ length: 2 * JSON_ARRAY_SLICE + 7 }, (_, i) => i), skipped: undefined, mask: [1, 0], name: 'x' }
