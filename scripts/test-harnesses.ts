@@ -22,11 +22,14 @@
  * - the generation calls the engine served for it equal the completions captured, each with the engine's
  *   exact prompt ids, sampled ids and logprobs; every capture `ok` (the streamed answers were accepted);
  * - `prefix_merging` (the default `exact` preset, and again under `tolerant`): later segments of a chain carry
- *   a named break reason, branches are labelled;
+ *   a named break reason, branches are labelled; under `exact` only break reasons the harness is known to force
+ *   (`ALLOWED_EXACT_BREAKS`: none today);
  * - every mask-1 token and logprob is exactly what the engine sampled.
- * Prints a matrix; exit 1 when any variant fails; the last stdout line is one JSON object
+ * Prints a matrix and the totals (both merge ratios: continued ÷ completions and continued ÷ mergeable turns,
+ * docs/harness-matrix.md); exit 1 when any variant fails or, for the whole matrix, the totals miss ≥ 5.4× fewer
+ * sequences or ≥ 95 % of mergeable turns merged. The last stdout line is one JSON object
  * `{variant: {solved, calls, captured, traces_per_request, traces_prefix_merging, merged_turn_ratio,
- * mismatches, wall_s}}`.
+ * mergeable_merged_ratio, mismatches, breaks, …_tolerant, wall_s}}`.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
