@@ -5,7 +5,15 @@
  * 1 and 32. Both go through rollout sessions in RUNNING (same admission check and generation gate),
  * so the difference is the tunnel alone; a bare capture session and the raw upstream are measured too.
  * The engine is the canned vLLM-shaped stub (`bench/lib/stub-upstream.ts`) in its own process; the
- * runner is the scripted runner client (`test/support/runner-client.ts`) in this process.
+ * runners are scripted runner clients (`test/support/runner-client.ts`) in this process. Two tunnels are
+ * measured side by side: `tunnel` (a runner asking for `tunnel.binary` + `tunnel.credit`, answering with
+ * the real runner's `TunnelClient`) and `tunnel_v1` (a runner without capabilities: plain JSON frames,
+ * the protocol before them) — the before/after in one run.
+ *
+ * On a shared machine the figures drift by more than the tunnel costs, so concurrency 1 is measured in
+ * pairs: each iteration sends one request down every path in turn, and `tunnel_added_p50_ms` is the
+ * median of the per-iteration differences tunnel − direct. Concurrency 32 alternates rounds per path and
+ * also reports the CPU milliseconds per request of workerd and of this process (load generator + runners).
  *
  * Every loop is bounded in count and time. Last line: one JSON object with every figure, and
  * `targets` (issue #10, item 3): the tunnel adds ≤ 1.5 ms p50 over the direct edge call at 2 KB and
@@ -13,7 +21,8 @@
  * with its measured value and whether it is met.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { Agent } from 'node:http'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import type { SessionAssignment } from '../src/contract/runner-protocol.ts'
@@ -22,7 +31,8 @@ import { startEdge } from '../scripts/lib/processes.ts'
 import { RunnerClient } from '../test/support/runner-client.ts'
 import { chatBody } from './lib/chat-bodies.ts'
 import { startStub } from './lib/start-stub.ts'
-import { type LoadResult, type LoadTarget, runLoad } from './lib/load.ts'
+import { type LoadResult, type LoadTarget, once, runLoad } from './lib/load.ts'
+import { cpuMs, workerdPids } from './lib/proc-stats.ts'
 
 const ADMIN_TOKEN = 'bench-admin-token'
 const RUNNER_TOKEN = 'bench-runner-token'
@@ -96,6 +106,43 @@ function median(results: LoadResult[]): LoadResult {
 
 const round3 = (n: number) => Math.round(n * 1000) / 1000
 
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN
+}
+
+/**
+ * Concurrency 1 in pairs: every iteration sends one request down each path in turn (each path its own
+ * keep-alive connection), so slow drifts of a shared machine hit all paths alike.
+ */
+async function pairedLoad(
+  targets: Record<string, LoadTarget>,
+  options: { count: number; maxMs: number },
+): Promise<{ latencies: Record<string, number[]>; errors: number }> {
+  const agents = Object.fromEntries(Object.keys(targets).map((name) => [name, new Agent({ keepAlive: true, maxSockets: 1 })]))
+  const latencies: Record<string, number[]> = Object.fromEntries(Object.keys(targets).map((name) => [name, []]))
+  let errors = 0
+  const deadline = performance.now() + options.maxMs
+  for (let i = 0; i < options.count && performance.now() < deadline; i++) {
+    for (const [name, target] of Object.entries(targets)) {
+      const t0 = performance.now()
+      const status = await once(agents[name] as Agent, target).catch(() => 0)
+      if (status !== 200) errors++
+      latencies[name]?.push(performance.now() - t0)
+    }
+  }
+  for (const agent of Object.values(agents)) agent.destroy()
+  return { latencies, errors }
+}
+
+/** Median of the per-iteration differences a − b. */
+function pairedDiff(a: number[], b: number[]): number {
+  return percentile(
+    a.map((value, i) => value - (b[i] as number)),
+    50,
+  )
+}
+
 interface Target {
   value: number | null
   limit: number
@@ -130,69 +177,120 @@ const vars = {
 }
 const edge = values.runtime === 'wrangler' ? await startEdge({ persistTo, vars }) : await startMiniflareEdge({ persistTo, vars })
 console.log(`edge runtime: ${values.runtime} at ${edge.url}; upstream stub at ${stub.url}`)
-const capacity = { max_init_workers: 2 * SESSIONS_PER_ROUTE, max_run_workers: 2 * SESSIONS_PER_ROUTE, max_postrun_workers: 4 }
-const runner = new RunnerClient({
-  edgeUrl: edge.url,
-  token: RUNNER_TOKEN,
-  runnerId: 'bench-runner',
-  capacity,
-  engineUrl: stub.url,
-  reconnect: false,
-})
-const figures: Record<string, unknown> = { runtime: values.runtime, sessions_per_route: SESSIONS_PER_ROUTE }
+/**
+ * Runner A holds the `tunnel` and `direct` sessions and is then full (admission limit = init + ready +
+ * run + postrun = 64), so the `tunnel_v1` sessions submitted after runner B connected all go to B.
+ */
+const capacity = { max_init_workers: 1, max_run_workers: 2 * SESSIONS_PER_ROUTE - 2, max_postrun_workers: 1, ready_buffer: 0 }
+const runnerOptions = { edgeUrl: edge.url, token: RUNNER_TOKEN, capacity, engineUrl: stub.url, reconnect: false }
+// The new runner as `rollgate runner` connects (no permessage-deflate); the v1 one as runners did before.
+const runner = new RunnerClient({ ...runnerOptions, runnerId: 'bench-runner', tunnel: 'credit', deflate: false })
+const runnerV1 = new RunnerClient({ ...runnerOptions, runnerId: 'bench-runner-v1', tunnel: 'v1' })
+const figures: Record<string, unknown> = { runtime: values.runtime, sessions_per_route: SESSIONS_PER_ROUTE, loadavg_start: loadavg() }
 try {
   await runner.start()
   const tunnelled = await runningSessions(edge.url, runner, 'bench-tunnel', { route: 'runner' })
   const direct = await runningSessions(edge.url, runner, 'bench-direct', { route: 'direct', url: stub.url, served_model: 'Qwen/Qwen3-8B' })
+  await runnerV1.start()
+  const tunnelledV1 = await runningSessions(edge.url, runnerV1, 'bench-tunnel-v1', { route: 'runner' })
   const bare: string[] = []
   for (let i = 0; i < SESSIONS_PER_ROUTE; i++) {
     const res = await admin(edge.url, '/v1/sessions', { upstream: { url: stub.url, kind: 'vllm', served_model: 'Qwen/Qwen3-8B' } })
     bare.push(((await res.json()) as { token: string }).token)
   }
+  const workerd = workerdPids()
   const rounds = Number(values.rounds)
   const maxMs = Number(values['max-seconds']) * 1000
   for (const sizeName of (values.sizes ?? '').split(',').filter((name) => name in SIZES)) {
     const body = Buffer.from(JSON.stringify(chatBody(SIZES[sizeName] as number)))
-    for (const concurrency of [1, 32]) {
-      const count = Number(concurrency === 1 ? values['c1-count'] : values['c32-count'])
-      const viaEdge =
-        (tokens: string[]) =>
-        (worker: number): LoadTarget => ({
-          url: `${edge.url}/v1/chat/completions`,
-          headers: { authorization: `Bearer ${tokens[worker % tokens.length]}` },
-          body,
-        })
-      const targets: Record<string, (worker: number) => LoadTarget> = {
-        upstream: () => ({ url: `${stub.url}/v1/chat/completions`, headers: {}, body }),
-        bare_session: viaEdge(bare),
-        direct: viaEdge(direct.map((session) => session.token)),
-        tunnel: viaEdge(tunnelled.map((session) => session.token)),
-      }
-      const results: Record<string, LoadResult[]> = {}
-      for (const [name, target] of Object.entries(targets)) {
-        await runLoad(target, { concurrency, count: Math.min(count, 40), maxMs })
-        results[name] = []
-      }
-      // Alternate the paths round by round so drift hits all of them alike.
-      for (let r = 0; r < rounds; r++) {
-        for (const [name, target] of Object.entries(targets)) results[name]!.push(await runLoad(target, { concurrency, count, maxMs }))
-      }
-      const merged = Object.fromEntries(Object.entries(results).map(([name, list]) => [name, median(list)])) as Record<string, LoadResult>
-      const key = `${sizeName}_c${concurrency}`
-      const d = merged.direct as LoadResult
-      const t = merged.tunnel as LoadResult
-      figures[key] = {
-        body_bytes: body.length,
-        ...merged,
-        tunnel_added_p50_ms: round3(t.p50 - d.p50),
-        tunnel_added_p99_ms: round3(t.p99 - d.p99),
-        tunnel_throughput_ratio: round3(t.throughput / d.throughput),
-        admission_added_p50_ms: round3(d.p50 - (merged.bare_session as LoadResult).p50),
-      }
-      console.log(
-        `${key.padEnd(9)} upstream p50 ${merged.upstream!.p50.toFixed(2)} | bare p50 ${merged.bare_session!.p50.toFixed(2)} | direct p50 ${d.p50.toFixed(2)} ms ${d.throughput.toFixed(0)} req/s | tunnel p50 ${t.p50.toFixed(2)} ms p99 ${t.p99.toFixed(2)} ms ${t.throughput.toFixed(0)} req/s (errors ${t.errors + d.errors}) | tunnel adds p50 ${(t.p50 - d.p50).toFixed(2)} ms`,
-      )
+    const viaEdge =
+      (tokens: string[]) =>
+      (worker: number): LoadTarget => ({
+        url: `${edge.url}/v1/chat/completions`,
+        headers: { authorization: `Bearer ${tokens[worker % tokens.length]}` },
+        body,
+      })
+    const targets: Record<string, (worker: number) => LoadTarget> = {
+      upstream: () => ({ url: `${stub.url}/v1/chat/completions`, headers: {}, body }),
+      bare_session: viaEdge(bare),
+      direct: viaEdge(direct.map((session) => session.token)),
+      tunnel_v1: viaEdge(tunnelledV1.map((session) => session.token)),
+      tunnel: viaEdge(tunnelled.map((session) => session.token)),
     }
+
+    // Concurrency 1: paired.
+    const c1Count = Number(values['c1-count'])
+    const first = Object.fromEntries(Object.entries(targets).map(([name, target]) => [name, target(0)]))
+    await pairedLoad(first, { count: 20, maxMs })
+    const paired = await pairedLoad(first, { count: rounds * c1Count, maxMs: rounds * maxMs })
+    const p50s = Object.fromEntries(Object.entries(paired.latencies).map(([name, list]) => [name, round3(percentile(list, 50))]))
+    const l = paired.latencies as Record<string, number[]>
+    const c1Key = `${sizeName}_c1`
+    figures[c1Key] = {
+      body_bytes: body.length,
+      iterations: l.direct?.length,
+      errors: paired.errors,
+      p50_ms: p50s,
+      p99_ms: Object.fromEntries(Object.entries(l).map(([name, list]) => [name, round3(percentile(list, 99))])),
+      tunnel_added_p50_ms: round3(pairedDiff(l.tunnel as number[], l.direct as number[])),
+      tunnel_v1_added_p50_ms: round3(pairedDiff(l.tunnel_v1 as number[], l.direct as number[])),
+      admission_added_p50_ms: round3(pairedDiff(l.direct as number[], l.bare_session as number[])),
+    }
+    const c1 = figures[c1Key] as Record<string, number>
+    console.log(
+      `${c1Key.padEnd(9)} p50 ms: ${Object.entries(p50s)
+        .map(([name, value]) => `${name} ${value.toFixed(2)}`)
+        .join(
+          ' | ',
+        )} | paired: tunnel adds ${c1.tunnel_added_p50_ms} ms, v1 adds ${c1.tunnel_v1_added_p50_ms} ms (errors ${paired.errors})`,
+    )
+
+    // Concurrency 32: rounds, alternating the paths so drift hits all of them alike.
+    const concurrency = 32
+    const count = Number(values['c32-count'])
+    const results: Record<string, LoadResult[]> = {}
+    const cpu: Record<string, { workerd: number; node: number; requests: number }> = {}
+    for (const [name, target] of Object.entries(targets)) {
+      await runLoad(target, { concurrency, count: Math.min(count, 40), maxMs })
+      results[name] = []
+      cpu[name] = { workerd: 0, node: 0, requests: 0 }
+    }
+    for (let r = 0; r < rounds; r++) {
+      for (const [name, target] of Object.entries(targets)) {
+        const w0 = cpuMs(workerd)
+        const n0 = process.cpuUsage()
+        const result = await runLoad(target, { concurrency, count, maxMs })
+        const n1 = process.cpuUsage(n0)
+        const spent = cpu[name] as { workerd: number; node: number; requests: number }
+        spent.workerd += cpuMs(workerd) - w0
+        spent.node += (n1.user + n1.system) / 1000
+        spent.requests += result.requests
+        results[name]!.push(result)
+      }
+    }
+    const merged = Object.fromEntries(Object.entries(results).map(([name, list]) => [name, median(list)])) as Record<string, LoadResult>
+    const key = `${sizeName}_c${concurrency}`
+    const d = merged.direct as LoadResult
+    const t = merged.tunnel as LoadResult
+    const v1 = merged.tunnel_v1 as LoadResult
+    const perRequest = Object.fromEntries(
+      Object.entries(cpu).map(([name, spent]) => [
+        name,
+        { workerd: round3(spent.workerd / Math.max(1, spent.requests)), node: round3(spent.node / Math.max(1, spent.requests)) },
+      ]),
+    )
+    figures[key] = {
+      body_bytes: body.length,
+      ...merged,
+      cpu_ms_per_request: perRequest,
+      tunnel_added_p50_ms: round3(t.p50 - d.p50),
+      tunnel_throughput_ratio: round3(t.throughput / d.throughput),
+      tunnel_v1_throughput_ratio: round3(v1.throughput / d.throughput),
+    }
+    const c = perRequest as Record<string, { workerd: number; node: number }>
+    console.log(
+      `${key.padEnd(9)} req/s: direct ${d.throughput.toFixed(0)} | tunnel ${t.throughput.toFixed(0)} (${(t.throughput / d.throughput).toFixed(2)}×) | v1 ${v1.throughput.toFixed(0)} (${(v1.throughput / d.throughput).toFixed(2)}×) | errors ${t.errors + d.errors + v1.errors} | CPU ms/req workerd+node: direct ${c.direct?.workerd}+${c.direct?.node} tunnel ${c.tunnel?.workerd}+${c.tunnel?.node} v1 ${c.tunnel_v1?.workerd}+${c.tunnel_v1?.node}`,
+    )
   }
   figures.targets = targets(figures)
   console.log(
@@ -200,11 +298,13 @@ try {
       .map(([name, t]) => `${name} ${t.value} (${t.kind} ${t.limit}) ${t.met === null ? 'not run' : t.met ? 'met' : 'MISSED'}`)
       .join(' | ')}`,
   )
-  figures.tunnel_requests_served_by_runner = runner.stats.tunnelRequests
+  figures.tunnel_requests_served = { tunnel: runner.stats.tunnelRequests, tunnel_v1: runnerV1.stats.tunnelRequests }
+  figures.loadavg_end = loadavg()
   const status = (await (await admin(edge.url, '/rollout/status')).json()) as { nodes: { nodes: { node_id: string; healthy: boolean }[] } }
   figures.runner_healthy_at_end = status.nodes.nodes.find((node) => node.node_id === 'bench-runner')?.healthy ?? false
 } finally {
   await runner.shutdown().catch(() => {})
+  await runnerV1.shutdown().catch(() => {})
   await edge.stop()
   await stub.stop()
   rmSync(persistTo, { recursive: true, force: true })

@@ -22,7 +22,8 @@ export interface LoadTarget {
   body: Buffer
 }
 
-function once(agent: Agent, target: LoadTarget): Promise<number> {
+/** One request on `agent`; resolves with the status once the answer was read. */
+export function once(agent: Agent, target: LoadTarget): Promise<number> {
   const url = new URL(target.url)
   return new Promise((resolve, reject) => {
     const request = httpRequest(

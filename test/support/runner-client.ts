@@ -48,6 +48,8 @@ export interface RunnerClientOptions {
   secret?: string
   /** `v1` (default): plain JSON tunnel frames; `credit`: binary frames + credits via the runner's `TunnelClient`. */
   tunnel?: 'v1' | 'credit'
+  /** Offer permessage-deflate (the `ws` default, and what runners did before; the real runner no longer does). */
+  deflate?: boolean
 }
 
 export class RunnerClient {
@@ -67,24 +69,31 @@ export class RunnerClient {
   #reconnects = 0
   /** The per-runner secret: sent on every connection once the edge minted it. */
   secret: string | null
-  /** The real runner's tunnel client (option `tunnel: 'credit'`). */
-  readonly tunnel: TunnelClient | null
+  /** The real runner's tunnel client (answers while `tunnel: 'credit'` is negotiated). */
+  readonly tunnel: TunnelClient
+  /** What the edge accepted; null: plain v1 (the scripted JSON path answers). */
   #features: TunnelFeatures | null = null
+  #mode: 'v1' | 'credit'
 
   constructor(options: RunnerClientOptions) {
     this.options = options
     this.secret = options.secret ?? null
-    this.tunnel =
-      options.tunnel === 'credit'
-        ? new TunnelClient({
-            upstreamUrl: options.engineUrl,
-            port: {
-              send: (message) => this.#sendFrame(message),
-              flushed: async () => {},
-              features: () => this.#features,
-            },
-          })
-        : null
+    this.#mode = options.tunnel ?? 'v1'
+    this.tunnel = new TunnelClient({
+      upstreamUrl: options.engineUrl,
+      port: {
+        send: (message) => this.#sendFrame(message),
+        flushed: async () => {},
+        features: () => this.#features,
+      },
+    })
+  }
+
+  /** Switch the tunnel mode on the live connection (registers again); resolves once the edge answered. */
+  async retune(mode: 'v1' | 'credit'): Promise<void> {
+    this.#mode = mode
+    this.send(this.#register())
+    await this.next('registered')
   }
 
   #sendFrame(message: RunnerMessageInput | RunnerBodyFrame): boolean {
@@ -210,6 +219,7 @@ export class RunnerClient {
     const url = `${this.options.edgeUrl.replace(/^http/, 'ws')}/runners/connect?runner_id=${encodeURIComponent(this.options.runnerId)}`
     const ws = new WebSocket(url, {
       headers: { authorization: `Bearer ${this.options.token}`, ...(this.secret ? { [RUNNER_SECRET_HEADER]: this.secret } : {}) },
+      perMessageDeflate: this.options.deflate ?? true,
     })
     this.#ws = ws
     await new Promise<void>((resolve, reject) => {
@@ -231,26 +241,30 @@ export class RunnerClient {
       if (isBinary) {
         const frame = decodeEdgeFrame(data as Buffer)
         if (frame.type === 'tunnel.request') this.stats.tunnelRequests++
-        this.tunnel?.onMessage(frame)
+        this.tunnel.onMessage(frame)
       } else this.#onMessage(String(data))
     })
     ws.on('close', () => this.#onClose(ws))
     ws.on('error', () => {})
-    this.send({
+    this.send(this.#register())
+  }
+
+  #register(): RunnerMessageInput {
+    return {
       type: 'register',
       protocol_version: RUNNER_PROTOCOL_VERSION,
       runner_id: this.options.runnerId,
       capacity: this.options.capacity ?? { max_init_workers: 4, max_run_workers: 4, max_postrun_workers: 4 },
       upstream: this.options.engineUrl ? { model: this.options.servedModel ?? 'Qwen/Qwen3-8B', kind: 'vllm' } : null,
       sessions: [...this.held].map(([session_id, status]) => ({ session_id, status })),
-      ...(this.tunnel ? { capabilities: TUNNEL_CLIENT_CAPABILITIES } : {}),
-    })
+      ...(this.#mode === 'credit' ? { capabilities: TUNNEL_CLIENT_CAPABILITIES } : {}),
+    }
   }
 
   #onClose(ws: WebSocket): void {
     if (this.#ws !== ws) return
     this.#features = null
-    this.tunnel?.abortAll('connection closed')
+    this.tunnel.abortAll('connection closed')
     this.#stopHeartbeat()
     for (const controller of this.#inflight.values()) controller.abort()
     this.#inflight.clear()
@@ -277,7 +291,7 @@ export class RunnerClient {
     this.received.push(message)
     switch (message.type) {
       case 'registered':
-        if (this.tunnel) this.#features = negotiatedFeatures(message)
+        this.#features = this.#mode === 'credit' ? negotiatedFeatures(message) : null
         if (message.runner_secret) this.secret = message.runner_secret
         for (const sessionId of message.drop) this.held.delete(sessionId)
         this.#startHeartbeat(message.heartbeat_interval_ms)
@@ -291,16 +305,19 @@ export class RunnerClient {
         break
       case 'tunnel.request':
       case 'tunnel.body':
-        if (message.type === 'tunnel.request') this.stats.tunnelRequests += this.tunnel ? 1 : 0
-        if (this.tunnel) this.tunnel.onMessage(message)
-        else this.#onTunnel(message)
+        if (!this.#features) {
+          this.#onTunnel(message)
+          return
+        }
+        if (message.type === 'tunnel.request') this.stats.tunnelRequests++
+        this.tunnel.onMessage(message)
         return
       case 'tunnel.credit':
-        this.tunnel?.onMessage(message)
+        this.tunnel.onMessage(message)
         return
       case 'tunnel.cancel':
         this.stats.tunnelCancels++
-        this.tunnel?.onMessage(message)
+        this.tunnel.onMessage(message)
         this.#inflight.get(message.request_id)?.abort()
         this.#inflight.delete(message.request_id)
         return
