@@ -211,7 +211,9 @@ export class CompletionLog {
     // that, unless the base's upstream body is closer (translated dialects).
     // (The edge sends that delta when it is small: no second diff of two large strings.)
     const fromOriginal = input.request_delta ?? diffText(input.original_text, requestText)
-    const fromParent = base ? diffText(base.requestText, requestText) : null
+    // A delta's middle is at least the growth from its base: skip a diff that cannot be smaller (one pass less).
+    const parentCanWin = base !== null && fromOriginal.middle.length > requestText.length - base.requestText.length
+    const fromParent = base && parentCanWin ? diffText(base.requestText, requestText) : null
     const requestBase = fromParent && fromParent.middle.length < fromOriginal.middle.length ? REQUEST_BASE_PARENT : REQUEST_BASE_ORIGINAL
     const request = requestBase === REQUEST_BASE_PARENT && fromParent ? fromParent : fromOriginal
     const logprobs = packLogprobs(input.response_logprobs)

@@ -10,11 +10,40 @@
 import { promptIdsFromText } from '../../normalize/engine/prompt-ids-text.ts'
 import { commonPrefix } from './text-delta.ts'
 
+/**
+ * Ids and separators of prompts that extend one another, in buffers with room to grow: a prompt that extends
+ * the last one stored appends its new ids in place (views of earlier prompts stay as they were), so a long
+ * session's next prompt costs its new ids, not a copy of its context.
+ */
+export interface PromptStore {
+  ids: Uint32Array
+  seps: Uint32Array
+  /** Positions written so far (the longest prompt viewing these buffers). */
+  used: number
+}
+
 /** A prompt's ids as JSON text, and where each id's text ends. */
 export interface PromptText {
   text: string
   /** `seps[j]`: index in `text` of the `,` or `]` that ends id j (after any whitespace). */
   seps: Uint32Array
+  /** The buffers `seps` (and the prompt's ids) view, when they may grow in place. */
+  store?: PromptStore
+}
+
+function newStore(length: number): PromptStore {
+  const capacity = length + Math.max(1024, length >>> 2)
+  return { ids: new Uint32Array(capacity), seps: new Uint32Array(capacity), used: length }
+}
+
+/** Room for `length` positions (a bigger copy when full; views of the old buffers stay valid). */
+function reserve(store: PromptStore, length: number): void {
+  if (length <= store.ids.length) return
+  const grown = newStore(length)
+  grown.ids.set(store.ids.subarray(0, store.used))
+  grown.seps.set(store.seps.subarray(0, store.used))
+  store.ids = grown.ids
+  store.seps = grown.seps
 }
 
 export interface ParsedPrompt {
@@ -42,7 +71,7 @@ function digits(value: number): number {
   return n
 }
 
-/** The text `JSON.stringify` writes for `ids`, with its separators computed (no scan). */
+/** The text `JSON.stringify` writes for `ids`, with its separators computed (no scan); `ids` is not copied. */
 export function canonicalPromptText(ids: Uint32Array): PromptText {
   const seps = new Uint32Array(ids.length)
   let at = 0
@@ -89,18 +118,29 @@ export function sharedPromptIds(base: PromptText, text: string): number {
 
 /** Parse `text` whole (no usable base). */
 export function parsePromptText(text: string): ParsedPrompt {
-  let ids: Uint32Array | null
+  let parsed: Uint32Array | null
   try {
-    ids = promptIdsFromText(text)
+    parsed = promptIdsFromText(text)
   } catch {
     return { ids: null, text: null, copied: 0, parsedChars: text.length, unreadable: true }
   }
-  return { ids, text: ids ? { text, seps: separators(text, ids.length) } : null, copied: 0, parsedChars: text.length, unreadable: false }
+  if (!parsed) return { ids: null, text: null, copied: 0, parsedChars: text.length, unreadable: false }
+  const store = newStore(parsed.length)
+  store.ids.set(parsed)
+  store.seps.set(separators(text, parsed.length))
+  return {
+    ids: store.ids.subarray(0, parsed.length),
+    text: { text, seps: store.seps.subarray(0, parsed.length), store },
+    copied: 0,
+    parsedChars: text.length,
+    unreadable: false,
+  }
 }
 
 /**
- * Parse `text` given that its first `shared` ids are the base's (`sharedPromptIds`): copy those, parse the
- * rest. Falls back to a whole parse when the rest is not a plain continuation.
+ * Parse `text` given that its first `shared` ids are the base's (`sharedPromptIds`): copy those (or, when
+ * the text extends the base's, append to its buffers), parse the rest. Falls back to a whole parse when the
+ * rest is not a plain continuation.
  */
 export function parsePromptTextAgainst(text: string, base: { ids: Uint32Array; text: PromptText }, shared: number): ParsedPrompt {
   if (shared <= 0 || shared > base.ids.length) return parsePromptText(text)
@@ -119,18 +159,40 @@ export function parsePromptTextAgainst(text: string, base: { ids: Uint32Array; t
   // `,]` is not JSON: a comma needs an id after it.
   if (!Array.isArray(tail) || (code === COMMA && tail.length === 0)) return parsePromptText(text)
   for (const item of tail) if (!Number.isInteger(item)) return parsePromptText(text)
-  const ids = new Uint32Array(shared + tail.length)
-  ids.set(base.ids.subarray(0, shared))
-  for (let j = 0; j < tail.length; j++) ids[shared + j] = tail[j] as number
+  const length = shared + tail.length
   const parsedChars = text.length - at
-  const seps = new Uint32Array(ids.length)
-  seps.set(base.text.seps.subarray(0, shared))
-  // The last copied id may end differently here (`2,` in the base, `2 ,` here).
-  seps[shared - 1] = at
-  for (let j = shared; j < ids.length - 1; j++) {
+  // The last copied id ends at the same place as in the base (not `2,` there and `2 ,` here).
+  const sameEnd = at === base.text.seps[shared - 1]
+  if (tail.length === 0 && shared === base.ids.length && sameEnd) {
+    return {
+      ids: base.ids,
+      text: { text, seps: base.text.seps, ...(base.text.store ? { store: base.text.store } : {}) },
+      copied: shared,
+      parsedChars,
+      unreadable: false,
+    }
+  }
+  let store = base.text.store
+  if (store && sameEnd && shared === base.ids.length && store.used === shared) reserve(store, length)
+  else {
+    store = newStore(length)
+    store.ids.set(base.ids.subarray(0, shared))
+    store.seps.set(base.text.seps.subarray(0, shared))
+    store.seps[shared - 1] = at
+  }
+  const { ids, seps } = store
+  for (let j = 0; j < tail.length; j++) ids[shared + j] = tail[j] as number
+  for (let j = shared; j < length - 1; j++) {
     at = text.indexOf(',', at + 1)
     seps[j] = at
   }
-  seps[ids.length - 1] = text.length - 1
-  return { ids, text: { text, seps }, copied: shared, parsedChars, unreadable: false }
+  seps[length - 1] = text.length - 1
+  store.used = length
+  return {
+    ids: ids.subarray(0, length),
+    text: { text, seps: seps.subarray(0, length), store },
+    copied: shared,
+    parsedChars,
+    unreadable: false,
+  }
 }

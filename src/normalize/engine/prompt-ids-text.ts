@@ -55,7 +55,7 @@ function placeholderInPlace(json: unknown): boolean {
 /** Where the one `"prompt_token_ids": [ … ]` array of `text` is, or null (absent, twice, or not an array). */
 export function findPromptIds(text: string): { start: number; end: number } | null {
   const at = text.indexOf(KEY)
-  if (at < 0 || text.indexOf(KEY, at + KEY.length) >= 0 || text.includes(SGLANG_KEY)) return null
+  if (at < 0) return null
   let i = at + KEY.length
   while (i < text.length && isSpace(text.charCodeAt(i))) i++
   if (text.charCodeAt(i) !== 0x3a /* : */) return null
@@ -65,10 +65,10 @@ export function findPromptIds(text: string): { start: number; end: number } | nu
   const close = text.indexOf(']', i)
   if (close < 0) return null
   // Scalars only up to the first `]` (no string, array or object inside): then it closes this array.
-  for (const opener of ['"', '[', '{']) {
-    const next = text.indexOf(opener, i + 1)
-    if (next >= 0 && next < close) return null
-  }
+  const inside = text.slice(i + 1, close)
+  if (inside.includes('"') || inside.includes('[') || inside.includes('{')) return null
+  // The key once, and no SGLang ids: looked for outside the array only (its text holds no quote).
+  if (text.indexOf(KEY, close) >= 0 || text.indexOf(SGLANG_KEY, close) >= 0 || text.slice(0, at).includes(SGLANG_KEY)) return null
   return { start: i, end: close + 1 }
 }
 

@@ -124,11 +124,37 @@ describe('incremental prompt ids', () => {
     }
   })
 
+  it('keeps every earlier prompt intact while later ones append to or branch from shared buffers', () => {
+    let seed = 11
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648
+      return Math.floor(seed / 65536) % n
+    }
+    const first = parsePromptText(JSON.stringify([1, 2, 3]))
+    const kept: { ids: Uint32Array; text: PromptText; expected: number[] }[] = [
+      { ids: first.ids as Uint32Array, text: first.text as PromptText, expected: [1, 2, 3] },
+    ]
+    for (let step = 0; step < 400; step++) {
+      const base = kept[random(3) === 0 ? random(kept.length) : kept.length - 1] as (typeof kept)[number]
+      const next = base.expected.slice(0, random(4) === 0 ? random(base.expected.length + 1) : base.expected.length)
+      for (let i = random(30); i > 0; i--) next.push(random(152000))
+      const text = random(5) === 0 ? JSON.stringify(next).replaceAll(',', ', ') : JSON.stringify(next)
+      const shared = sharedPromptIds(base.text, text)
+      const read = parsePromptTextAgainst(text, base, shared)
+      expect(Array.from(read.ids as Uint32Array)).toEqual(next)
+      kept.push({ ids: read.ids as Uint32Array, text: read.text as PromptText, expected: next })
+    }
+    for (const prompt of kept) {
+      expect(Array.from(prompt.ids)).toEqual(prompt.expected)
+      for (const [j, at] of prompt.text.seps.entries()) expect(prompt.text.text[at]).toBe(j === prompt.expected.length - 1 ? ']' : ',')
+    }
+  })
+
   it('agrees with the whole parse on random edits of random prompts', () => {
     let seed = 7
     const random = (n: number) => {
       seed = (seed * 1103515245 + 12345) % 2147483648
-      return seed % n
+      return Math.floor(seed / 65536) % n
     }
     const ids = () => Array.from({ length: random(40) }, () => (random(4) === 0 ? random(10) : random(200000)))
     for (let round = 0; round < 2000; round++) {
