@@ -1,6 +1,6 @@
 /**
  * The completion log's read side over node:sqlite: every field of a record as stored, paging (`list` by
- * count and by size, `all`, `stream`), headers, the served request (capture keys and streaming removed),
+ * count and by size, `all`, `stream`), headers, the served request (capture keys and streaming removed) and the sent body,
  * lookups by id and seq, the response messages the edge restores, duplicates and storage figures.
  */
 import { describe, expect, it } from 'vitest'
@@ -88,8 +88,9 @@ describe('completion log reads', () => {
       provenance: input.provenance,
       metadata: { k: 'v' },
     })
-    expect(await cold.request(0)).toEqual(record!.request)
-    await expect(cold.request(5)).rejects.toThrow('completion 5 missing')
+    // The body as sent upstream (capture keys included), for a streamed build.
+    expect(JSON.parse(await cold.requestText(0))).toEqual(request)
+    await expect(cold.requestText(5)).rejects.toThrow('completion 5 missing')
     expect(await cold.getById('cmpl_0')).toEqual(record)
     expect(await cold.getById('nope')).toBeNull()
     expect(await cold.get(1)).toBeNull()
