@@ -22,6 +22,6 @@ export function logError(label: string, ...details: unknown[]): void {
 }
 
 /** One structured line per request (Workers Logs indexes JSON): method, redacted path, status, duration. */
-export function logRequest(method: string, url: URL, status: number, durationMs: number): void {
-  console.log(JSON.stringify({ request: { method, path: redactSessionTokens(url.pathname), status, ms: Math.round(durationMs) } }))
+export function logRequest(method: string, path: string, status: number, durationMs: number): void {
+  console.log(JSON.stringify({ request: { method, path: redactSessionTokens(path), status, ms: Math.round(durationMs) } }))
 }

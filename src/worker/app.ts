@@ -26,8 +26,9 @@ export const app = new Hono<{ Bindings: Env }>()
 app.use('*', async (c, next) => {
   const started = Date.now()
   await next()
-  const url = new URL(c.req.url)
-  if (url.pathname !== '/' && url.pathname !== '/health') logRequest(c.req.method, url, c.res.status, Date.now() - started)
+  // hono's path (routing already computed it; percent-decoded, so an encoded token is redacted too), not a second URL parse.
+  const path = c.req.path
+  if (path !== '/' && path !== '/health') logRequest(c.req.method, path, c.res.status, Date.now() - started)
 })
 
 app.on(['GET', 'HEAD'], '/', (c) => c.json({ status: 'ok', service: 'rollgate' }))

@@ -10,9 +10,9 @@ export async function readBodyText(request: Request, maxBytes: number): Promise<
   const declared = Number(request.headers.get('content-length') ?? Number.NaN)
   if (declared > maxBytes) throw tooLarge(maxBytes)
   if (!request.body) return ''
-  // A declared length frames the body (it cannot run past it): the runtime's own decode, which yields a
-  // one-byte string for ASCII, where a TextDecoder gives two bytes per char (every later copy, compare,
-  // parse and UTF-8 encode of the body costs about twice as much; measured in bench/profile-gateway.ts).
+  // A declared length frames the body (it cannot run past it): the runtime's own decode. For a 524 KB
+  // body it took ~0.1 ms of the isolate where reading the chunks and a TextDecoder took 1.7–5.8 ms
+  // (`npm run profile:gateway`); the chunked path below also ends in it.
   if (Number.isFinite(declared)) {
     const text = await request.text()
     if (text.length > maxBytes) throw tooLarge(maxBytes)
