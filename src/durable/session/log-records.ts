@@ -24,6 +24,9 @@ import { unpackLogprobs, unpackTokens } from './token-codec.ts'
 /** `request_base`: the body is coded against the parent's body (else against its own original body). */
 const REQUEST_BASE_PARENT = 0
 
+/** Request middles read with the small fields (a served model name); longer ones give no shared-prefix hint. */
+const SMALL_MIDDLE_CHARS = 4096
+
 /** Prompt tokens kept in memory at most (8 MB, packed). */
 export const PROMPT_CACHE_TOKENS = 2_000_000
 
@@ -46,7 +49,12 @@ interface LightRow {
   prompt_length: number | null
   request_base: number
   request_prefix: number
+  request_suffix: number
+  request_length: number | null
   original_prefix: number
+  original_length: number | null
+  /** Only when short (a served model name): null otherwise. */
+  request_middle: string | null
   response_tokens: ArrayBuffer | null
   logprobs: ArrayBuffer | null
   logprobs_format: number
@@ -70,7 +78,8 @@ interface TokenRow {
 
 const LIGHT_COLUMNS = `seq, completion_id, created_at, api, agent, model_requested, model_used, stream, status, trainable,
   finish_reason, stop_reason, prompt_parent, prompt_shared, prompt_length, response_tokens, logprobs, logprobs_format,
-  request_base, request_prefix, original_prefix,
+  request_base, request_prefix, request_suffix, request_length, original_prefix, original_length,
+  CASE WHEN LENGTH(request_middle) <= ${SMALL_MIDDLE_CHARS} THEN request_middle END AS request_middle,
   spilled, response_message, usage, warnings, error, timing, provenance, metadata`
 
 /** Prompts by seq, least recently used first, bounded in tokens. */
@@ -145,11 +154,24 @@ class PromptCache {
   }
 }
 
+/** How a record's bodies are delta-coded (see `CompletionLog.record`). */
+interface TextCoding {
+  parent: number | null
+  requestBase: number
+  requestPrefix: number
+  requestSuffix: number
+  /** Null on rows written before schema v2. */
+  requestLength: number | null
+  requestMiddle: string | null
+  originalPrefix: number
+  originalLength: number | null
+}
+
 /** A record whose prompt is read through the cache and whose request is loaded only while it is needed. */
 class LogRecord implements CompletionRecord {
   readonly #prompts: PromptCache
   /** How the request body is delta-coded (see `CompletionLog.record`). */
-  readonly textDelta: { parent: number | null; requestBase: number; requestPrefix: number; originalPrefix: number }
+  readonly textDelta: TextCoding
   completion_id: string
   session_id: string
   seq: number
@@ -185,7 +207,11 @@ class LogRecord implements CompletionRecord {
       parent: row.prompt_parent,
       requestBase: row.request_base,
       requestPrefix: row.request_prefix,
+      requestSuffix: row.request_suffix,
+      requestLength: row.request_length,
+      requestMiddle: row.request_middle,
       originalPrefix: row.original_prefix,
+      originalLength: row.original_length,
     }
     this.completion_id = row.completion_id
     this.session_id = sessionId
@@ -309,20 +335,34 @@ export class LogRecords {
 
   /**
    * A prefix of the record's body known equal to its delta parent's body, from the delta coding alone: a
-   * body coded against the parent's body shares its `request_prefix`; one coded against its own original
-   * (the usual case: the edge adds capture keys at the end) shares what both originals and both codings
-   * keep (the parent's body coded against its own original too).
+   * body coded against the parent's body shares its `request_prefix`. One coded against its own original
+   * (the usual case: the edge changes the model name and adds capture keys) is `O[0:a] + m + O[|O|-s:]`;
+   * the originals share `original_prefix`. When the parent's body is coded the same way (same `a`, same
+   * middle `m`, same shift of its suffix), the bodies agree wherever the originals do, mapped through it.
    */
   #sharedPrefix(record: LogRecord): SharedPrefix | null {
     const delta = record.textDelta
     if (delta.parent === null) return null
     if (delta.requestBase === REQUEST_BASE_PARENT) return { seq: delta.parent, length: delta.requestPrefix }
-    const parent = this.#bySeq.get(delta.parent)
-    if (parent === undefined || parent.textDelta.requestBase === REQUEST_BASE_PARENT) return null
-    return {
-      seq: delta.parent,
-      length: Math.min(delta.requestPrefix, delta.originalPrefix, parent.textDelta.requestPrefix),
+    const parent = this.#bySeq.get(delta.parent)?.textDelta
+    if (parent === undefined || parent.requestBase === REQUEST_BASE_PARENT) return null
+    const prefixOnly = { seq: delta.parent, length: Math.min(delta.requestPrefix, delta.originalPrefix, parent.requestPrefix) }
+    const shift = (coding: TextCoding) =>
+      coding.originalLength === null || coding.requestLength === null || coding.requestMiddle === null
+        ? null
+        : coding.originalLength - coding.requestSuffix - coding.requestPrefix - coding.requestMiddle.length
+    const own = shift(delta)
+    if (
+      own === null ||
+      own !== shift(parent) ||
+      delta.requestPrefix !== parent.requestPrefix ||
+      delta.requestMiddle !== parent.requestMiddle ||
+      delta.requestPrefix > delta.originalPrefix
+    ) {
+      return prefixOnly
     }
+    const middleEnd = delta.requestPrefix + (delta.requestMiddle as string).length
+    return { seq: delta.parent, length: Math.max(prefixOnly.length, middleEnd, delta.originalPrefix - own) }
   }
 
   /** Drop the request's messages once the record is routed; keep its tools and message count. */

@@ -74,7 +74,7 @@ export async function* trajectoryChunks(
     yield ' '
     // A macrotask, so the first byte leaves before the build: reading the log is synchronous (SQLite),
     // and without it the stream's next pull would run the whole routing pass before any flush.
-    await new Promise((resolve) => setTimeout(resolve, 0))
+    await macrotask()
   }
   const shell = request.builder === 'per_request' ? perRequestShell(log, request, session) : await prefixMergingShell(log, request, session)
   if (format === 'trajectory' || format === 'session_result') {
@@ -141,6 +141,13 @@ function perRequestShell(log: CompletionLog, request: StreamRequest, session: Se
   }
 }
 
+/** Records routed between two turns of the event loop. */
+const YIELD_EVERY_RECORDS = 8
+
+function macrotask(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0))
+}
+
 /** Array elements per chunk when a trace is written (≈ 100 KB of JSON for token ids). */
 export const JSON_ARRAY_SLICE = 16_384
 
@@ -196,7 +203,10 @@ async function tolerantShell(
   session: SessionInfo,
 ): Promise<Shell> {
   const run = startPrefixMerging(records, { config, session })
-  for (const record of run.trainable) {
+  for (const [index, record] of run.trainable.entries()) {
+    // Reading the log is synchronous: give the event loop a turn now and then, so what was already
+    // written (the first byte of a GET) is flushed while the routing pass runs.
+    if (index % YIELD_EVERY_RECORDS === YIELD_EVERY_RECORDS - 1) await macrotask()
     await source.load(record)
     run.route(record)
     source.reduce(record)

@@ -107,7 +107,8 @@ describe('streamed prefix_merging', () => {
   }, 120_000)
 
   it('loads every request with the messages the log serves (appends, same-length history edits, served bodies)', async () => {
-    for (const served of [false, true]) {
+    // Bodies as the edge sends them: the harness's own, with only the model renamed, or with capture keys too.
+    for (const served of ['own', 'model', 'keys'] as const) {
       const messages: { role: string; content: string }[] = [
         { role: 'system', content: 'sys' },
         { role: 'user', content: 'aaaa' },
@@ -123,7 +124,10 @@ describe('streamed prefix_merging', () => {
             completion_id: `c${turn}`,
             prompt_token_ids: Uint32Array.from({ length: 20 + turn * 4 }, (_, i) => (turn >= 6 && i === 12 ? 999 : i)),
             original_text: original,
-            request_text: served ? JSON.stringify({ model: 'Qwen/Qwen3-8B', messages, logprobs: true }) : original,
+            request_text:
+              served === 'own'
+                ? original
+                : JSON.stringify({ model: 'Qwen/Qwen3-8B', messages, ...(served === 'keys' ? { logprobs: true } : {}) }),
           }),
         )
       }
