@@ -5,7 +5,8 @@
  * 1 and 32. Both go through rollout sessions in RUNNING (same admission check and generation gate),
  * so the difference is the tunnel alone; a bare capture session and the raw upstream are measured too.
  * The engine is the canned vLLM-shaped stub (`bench/lib/stub-upstream.ts`) in its own process; the
- * runners are scripted runner clients (`test/support/runner-client.ts`) in this process. Two tunnels are
+ * runners are scripted runner clients (`test/support/runner-client.ts`), each in a process of its own
+ * (`lib/tunnel-runner.ts`: a real runner does not share the load generator's event loop). Two tunnels are
  * measured side by side: `tunnel` (a runner asking for `tunnel.binary` + `tunnel.credit`, answering with
  * the real runner's `TunnelClient`) and `tunnel_v1` (a runner without capabilities: plain JSON frames,
  * the protocol before them) — the before/after in one run.
@@ -13,7 +14,8 @@
  * On a shared machine the figures drift by more than the tunnel costs, so concurrency 1 is measured in
  * pairs: each iteration sends one request down every path in turn, and `tunnel_added_p50_ms` is the
  * median of the per-iteration differences tunnel − direct. Concurrency 32 alternates rounds per path and
- * also reports the CPU milliseconds per request of workerd and of this process (load generator + runners).
+ * also reports the CPU milliseconds per request of workerd, of this process (the load generator) and of
+ * the runner processes.
  *
  * Every loop is bounded in count and time. Last line: one JSON object with every figure, and
  * `targets` (issue #10, item 3): the tunnel adds ≤ 1.5 ms p50 over the direct edge call at 2 KB and
@@ -28,11 +30,11 @@ import { parseArgs } from 'node:util'
 import type { SessionAssignment } from '../src/contract/runner-protocol.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { startEdge } from '../scripts/lib/processes.ts'
-import { RunnerClient } from '../test/support/runner-client.ts'
 import { chatBody } from './lib/chat-bodies.ts'
 import { startStub } from './lib/start-stub.ts'
 import { type LoadResult, type LoadTarget, once, runLoad } from './lib/load.ts'
 import { cpuMs, workerdPids } from './lib/proc-stats.ts'
+import { startTunnelRunner, type TunnelRunner } from './lib/tunnel-runner.ts'
 
 const ADMIN_TOKEN = 'bench-admin-token'
 const RUNNER_TOKEN = 'bench-runner-token'
@@ -63,7 +65,7 @@ async function admin(edgeUrl: string, path: string, body?: unknown): Promise<Res
 /** Submit a task of `SESSIONS_PER_ROUTE` samples and walk every session to RUNNING on `runner`. */
 async function runningSessions(
   edgeUrl: string,
-  runner: RunnerClient,
+  runner: TunnelRunner,
   taskId: string,
   upstream: Record<string, unknown>,
 ): Promise<SessionAssignment[]> {
@@ -77,7 +79,7 @@ async function runningSessions(
   })
   if (res.status !== 200) throw new Error(`submit ${taskId}: ${res.status} ${await res.text()}`)
   const sessions: SessionAssignment[] = []
-  for (let i = 0; i < SESSIONS_PER_ROUTE; i++) sessions.push(await runner.take(taskId))
+  sessions.push(...(await runner.take(taskId, SESSIONS_PER_ROUTE)))
   const deadline = Date.now() + SETUP_TIMEOUT_MS
   for (const session of sessions) {
     for (;;) {
@@ -184,14 +186,14 @@ console.log(`edge runtime: ${values.runtime} at ${edge.url}; upstream stub at ${
 const capacity = { max_init_workers: 1, max_run_workers: 2 * SESSIONS_PER_ROUTE - 2, max_postrun_workers: 1, ready_buffer: 0 }
 const runnerOptions = { edgeUrl: edge.url, token: RUNNER_TOKEN, capacity, engineUrl: stub.url, reconnect: false }
 // The new runner as `rollgate runner` connects (no permessage-deflate); the v1 one as runners did before.
-const runner = new RunnerClient({ ...runnerOptions, runnerId: 'bench-runner', tunnel: 'credit', deflate: false })
-const runnerV1 = new RunnerClient({ ...runnerOptions, runnerId: 'bench-runner-v1', tunnel: 'v1' })
+let runner: TunnelRunner | null = null
+let runnerV1: TunnelRunner | null = null
 const figures: Record<string, unknown> = { runtime: values.runtime, sessions_per_route: SESSIONS_PER_ROUTE, loadavg_start: loadavg() }
 try {
-  await runner.start()
+  runner = await startTunnelRunner({ ...runnerOptions, runnerId: 'bench-runner', tunnel: 'credit', deflate: false })
   const tunnelled = await runningSessions(edge.url, runner, 'bench-tunnel', { route: 'runner' })
   const direct = await runningSessions(edge.url, runner, 'bench-direct', { route: 'direct', url: stub.url, served_model: 'Qwen/Qwen3-8B' })
-  await runnerV1.start()
+  runnerV1 = await startTunnelRunner({ ...runnerOptions, runnerId: 'bench-runner-v1', tunnel: 'v1' })
   const tunnelledV1 = await runningSessions(edge.url, runnerV1, 'bench-tunnel-v1', { route: 'runner' })
   const bare: string[] = []
   for (let i = 0; i < SESSIONS_PER_ROUTE; i++) {
@@ -249,20 +251,23 @@ try {
     const concurrency = 32
     const count = Number(values['c32-count'])
     const results: Record<string, LoadResult[]> = {}
-    const cpu: Record<string, { workerd: number; node: number; requests: number }> = {}
+    const runnerPids = [runner.pid, runnerV1.pid]
+    const cpu: Record<string, { workerd: number; node: number; runner: number; requests: number }> = {}
     for (const [name, target] of Object.entries(targets)) {
       await runLoad(target, { concurrency, count: Math.min(count, 40), maxMs })
       results[name] = []
-      cpu[name] = { workerd: 0, node: 0, requests: 0 }
+      cpu[name] = { workerd: 0, node: 0, runner: 0, requests: 0 }
     }
     for (let r = 0; r < rounds; r++) {
       for (const [name, target] of Object.entries(targets)) {
         const w0 = cpuMs(workerd)
+        const r0 = cpuMs(runnerPids)
         const n0 = process.cpuUsage()
         const result = await runLoad(target, { concurrency, count, maxMs })
         const n1 = process.cpuUsage(n0)
-        const spent = cpu[name] as { workerd: number; node: number; requests: number }
+        const spent = cpu[name] as { workerd: number; node: number; runner: number; requests: number }
         spent.workerd += cpuMs(workerd) - w0
+        spent.runner += cpuMs(runnerPids) - r0
         spent.node += (n1.user + n1.system) / 1000
         spent.requests += result.requests
         results[name]!.push(result)
@@ -276,7 +281,11 @@ try {
     const perRequest = Object.fromEntries(
       Object.entries(cpu).map(([name, spent]) => [
         name,
-        { workerd: round3(spent.workerd / Math.max(1, spent.requests)), node: round3(spent.node / Math.max(1, spent.requests)) },
+        {
+          workerd: round3(spent.workerd / Math.max(1, spent.requests)),
+          load_generator: round3(spent.node / Math.max(1, spent.requests)),
+          runner: round3(spent.runner / Math.max(1, spent.requests)),
+        },
       ]),
     )
     figures[key] = {
@@ -287,9 +296,9 @@ try {
       tunnel_throughput_ratio: round3(t.throughput / d.throughput),
       tunnel_v1_throughput_ratio: round3(v1.throughput / d.throughput),
     }
-    const c = perRequest as Record<string, { workerd: number; node: number }>
+    const c = perRequest as Record<string, { workerd: number; runner: number }>
     console.log(
-      `${key.padEnd(9)} req/s: direct ${d.throughput.toFixed(0)} | tunnel ${t.throughput.toFixed(0)} (${(t.throughput / d.throughput).toFixed(2)}×) | v1 ${v1.throughput.toFixed(0)} (${(v1.throughput / d.throughput).toFixed(2)}×) | errors ${t.errors + d.errors + v1.errors} | CPU ms/req workerd+node: direct ${c.direct?.workerd}+${c.direct?.node} tunnel ${c.tunnel?.workerd}+${c.tunnel?.node} v1 ${c.tunnel_v1?.workerd}+${c.tunnel_v1?.node}`,
+      `${key.padEnd(9)} req/s: direct ${d.throughput.toFixed(0)} | tunnel ${t.throughput.toFixed(0)} (${(t.throughput / d.throughput).toFixed(2)}×) | v1 ${v1.throughput.toFixed(0)} (${(v1.throughput / d.throughput).toFixed(2)}×) | errors ${t.errors + d.errors + v1.errors} | CPU ms/req workerd+runner: direct ${c.direct?.workerd}+${c.direct?.runner} tunnel ${c.tunnel?.workerd}+${c.tunnel?.runner} v1 ${c.tunnel_v1?.workerd}+${c.tunnel_v1?.runner}`,
     )
   }
   figures.targets = targets(figures)
@@ -298,13 +307,13 @@ try {
       .map(([name, t]) => `${name} ${t.value} (${t.kind} ${t.limit}) ${t.met === null ? 'not run' : t.met ? 'met' : 'MISSED'}`)
       .join(' | ')}`,
   )
-  figures.tunnel_requests_served = { tunnel: runner.stats.tunnelRequests, tunnel_v1: runnerV1.stats.tunnelRequests }
+  figures.tunnel_requests_served = { tunnel: (await runner.stats()).tunnelRequests, tunnel_v1: (await runnerV1.stats()).tunnelRequests }
   figures.loadavg_end = loadavg()
   const status = (await (await admin(edge.url, '/rollout/status')).json()) as { nodes: { nodes: { node_id: string; healthy: boolean }[] } }
   figures.runner_healthy_at_end = status.nodes.nodes.find((node) => node.node_id === 'bench-runner')?.healthy ?? false
 } finally {
-  await runner.shutdown().catch(() => {})
-  await runnerV1.shutdown().catch(() => {})
+  await runner?.shutdown().catch(() => {})
+  await runnerV1?.shutdown().catch(() => {})
   await edge.stop()
   await stub.stop()
   rmSync(persistTo, { recursive: true, force: true })

@@ -12,6 +12,7 @@
  * `TunnelClient` instead.
  */
 import WebSocket from 'ws'
+import { unmaskedOk, zeroMask } from '../../runner/connection/edge-connection.ts'
 import { negotiatedFeatures, TUNNEL_CLIENT_CAPABILITIES, TunnelClient, type TunnelFeatures } from '../../runner/connection/tunnel-client.ts'
 import type { StageMetrics } from '../../src/contract/rollout.ts'
 import {
@@ -220,6 +221,8 @@ export class RunnerClient {
     const ws = new WebSocket(url, {
       headers: { authorization: `Bearer ${this.options.token}`, ...(this.secret ? { [RUNNER_SECRET_HEADER]: this.secret } : {}) },
       perMessageDeflate: this.options.deflate ?? true,
+      // As the real runner does (no deflate = a current runner): no masking work where no intermediary can see the bytes.
+      ...(this.options.deflate === false && unmaskedOk(url) ? { generateMask: zeroMask } : {}),
     })
     this.#ws = ws
     await new Promise<void>((resolve, reject) => {
