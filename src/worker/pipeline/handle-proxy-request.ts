@@ -8,15 +8,13 @@
  * the engine call and the completion is recorded as `abandoned` (kept, never trainable).
  */
 import type { ProviderAdapter, ResponseContext } from '../../normalize/adapter.ts'
-import { buildEngineRequest, clampWarning, engineRequestSplice } from '../../normalize/engine/engine-request.ts'
+import { clampWarning, engineRequestSplice } from '../../normalize/engine/engine-request.ts'
 import { SSE_HEADERS } from '../../normalize/sse.ts'
 import { type EdgeConfig, upstreamKeyFor } from '../config.ts'
 import { type UpstreamOutcome, callUpstream } from './call-upstream.ts'
 import { type CallFacts, completionInput } from './completion-input.ts'
 import { parseJsonBody, readBodyText } from './read-body.ts'
-import { resolvePreviousResponseBody, sessionCompletionLookup } from './resolve-previous-response.ts'
-import { restoreReplayedToolInputs } from './restore-tool-inputs.ts'
-import { restoreEngineBodyTurns, sampledTurnLookup } from './restore-replayed-turns.ts'
+import { prepareEngineBody } from './prepare-engine-body.ts'
 import { authenticateSession } from './session-access.ts'
 import { type CallTarget, resolveCallTarget } from './call-target.ts'
 import { captureSize } from './capture-budget.ts'
@@ -50,14 +48,6 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
   assertSessionHasRoom(access.sessionId, config.maxSessionBytes)
   const target = await resolveCallTarget(env, config, access)
   const originalText = await readBodyText(request, config.maxBodyBytes)
-  let body = parseJsonBody(originalText)
-  if (adapter.id === 'openai-responses') body = await resolvePreviousResponseBody(body, sessionCompletionLookup(access.stub))
-  const restored = adapter.id === 'anthropic' ? await restoreReplayedToolInputs(body, access.sessionId, access.stub) : null
-  if (restored) body = restored.body
-  const parsed = adapter.parseRequest(body, url)
-  if (restored?.warning) parsed.warnings.push(restored.warning)
-  // A finalized or ended session's token is revoked: refused before the engine is called.
-  await access.stillValid()
   const upstream = target.upstream
   const engineOptions = {
     kind: upstream.kind,
@@ -65,9 +55,15 @@ export async function handleProxyRequest(context: ProxyContext, adapter: Provide
     maxModelLen: upstream.max_model_len ?? null,
     promptChars: originalText.length,
   }
-  const engineBody = buildEngineRequest(parsed.request, engineOptions)
-  // Replayed turns the template would not re-render as sampled get their sampled form back (a lookup only then).
-  await restoreEngineBodyTurns(engineBody, sampledTurnLookup(access.sessionId, access.stub), parsed.warnings)
+  const { body, parsed, engineBody } = await prepareEngineBody(
+    adapter.id,
+    parseJsonBody(originalText),
+    (wire) => adapter.parseRequest(wire, url),
+    access,
+    engineOptions,
+  )
+  // A finalized or ended session's token is revoked: refused before the engine is called.
+  await access.stillValid()
   const clamped = clampWarning(parsed.request, engineBody, upstream.max_model_len ?? null)
   if (clamped) parsed.warnings.push(clamped)
   const { text: requestText, splice } = engineRequestSplice(

@@ -114,7 +114,7 @@ describe('other harnesses', () => {
 })
 
 describe('mapping rules', () => {
-  it('maps instructions, string input, and a later developer message as a reminder', () => {
+  it('maps instructions, string input, and a later developer message as a system turn in place', () => {
     const parsed = parse({
       instructions: 'Be brief.',
       input: [
@@ -128,9 +128,30 @@ describe('mapping rules', () => {
       { role: 'system', content: 'Be brief.\n\nlead' },
       { role: 'user', content: 'hi' },
       { role: 'assistant', content: 'hello' },
-      { role: 'user', content: '<system-reminder>\nmode changed\n</system-reminder>' },
+      { role: 'system', content: 'mode changed' },
     ])
+    expect(codes(parsed)).toEqual([])
     expect(parse({ input: 'plain' }).request.messages).toEqual([{ role: 'user', content: 'plain' }])
+  })
+
+  it('places a system item that splits tool calls from their outputs after those outputs', () => {
+    const parsed = parse({
+      input: [
+        { role: 'user', content: 'go' },
+        { type: 'function_call', call_id: 'c1', name: 'shell', arguments: '{}' },
+        { role: 'developer', content: 'note' },
+        { type: 'function_call_output', call_id: 'c1', output: 'r' },
+        { role: 'user', content: 'more' },
+      ],
+    })
+    expect(parsed.request.messages.map((message) => [message.role, message.content])).toEqual([
+      ['user', 'go'],
+      ['assistant', null],
+      ['tool', 'r'],
+      ['system', 'note'],
+      ['user', 'more'],
+    ])
+    expect(codes(parsed)).toEqual(['system_message_moved'])
   })
 
   it('moves images out of tool outputs and wraps unparsable replayed arguments', () => {

@@ -3,8 +3,13 @@
  * OpenAI Responses → internal chat request (docs/wire-protocols.md §5.6, `docs/polar-compat.md` §9).
  *
  * - `instructions`, then leading `developer` / `system` items, become one system message (joined
- *   `"\n\n"`); later ones become a `user` message wrapped in `<system-reminder>…</system-reminder>` at the
- *   same position (templates such as Qwen3.5 reject a mid-list system message).
+ *   `"\n\n"`); later ones (Codex's mid-session `<permissions instructions>` / collaboration-mode notes,
+ *   opencode's and pi's mode switches) stay `system` turns at the same position. They must not become
+ *   `user` messages: Qwen3's template keeps an assistant turn's reasoning only after the last user query,
+ *   so a note sent as a user message re-renders every earlier turn without its reasoning (a history rewrite
+ *   that splits the trajectory). When the next items are tool outputs, the system turn goes after them so
+ *   every tool call stays directly followed by its results (warning `system_message_moved`), as in the
+ *   Anthropic adapter.
  * - Messages with or without `type:"message"`; consecutive `function_call` / `custom_tool_call` items join
  *   the preceding assistant message (one response = one assistant turn); outputs become `tool` messages,
  *   their images a following `user` message.
@@ -124,12 +129,17 @@ function convertInput(wire: ResponsesRequest, warnings: Warnings): ChatMessage[]
   let pendingReasoning: string[] = []
   let pendingUser: ContentPart[] = []
   let toolImages: ContentPart[] = []
+  let pendingSystem: string[] = []
   const last = () => body.at(-1)
 
   const flushToolImages = () => {
     if (toolImages.length === 0) return
     body.push({ role: 'user', content: toolImages })
     toolImages = []
+  }
+  const flushSystem = () => {
+    for (const text of pendingSystem) body.push({ role: 'system', content: text })
+    pendingSystem = []
   }
   const flushUser = () => {
     if (pendingUser.length === 0) return
@@ -155,17 +165,24 @@ function convertInput(wire: ResponsesRequest, warnings: Warnings): ChatMessage[]
 
   items.forEach((item, index) => {
     const at = `input[${index}]`
-    if (item.type !== 'function_call_output' && item.type !== 'custom_tool_call_output') flushToolImages()
+    const isToolOutput = item.type === 'function_call_output' || item.type === 'custom_tool_call_output'
+    if (isToolOutput && pendingSystem.length > 0) {
+      warnings.add(
+        'system_message_moved',
+        'a mid-conversation system message was placed after the tool outputs that answer the preceding tool calls',
+      )
+    }
+    if (!isToolOutput) {
+      flushSystem()
+      flushToolImages()
+    }
     if (item.type !== 'input_text' && item.type !== 'input_image') flushUser()
     switch (item.type) {
       case 'message': {
         if (item.role === 'system' || item.role === 'developer') {
           const text = textOf(item.content, `${at}.content`, warnings)
-          if (body.length === 0 && pendingReasoning.length === 0) systemParts.push(text)
-          else {
-            body.push({ role: 'user', content: `<system-reminder>\n${text}\n</system-reminder>` })
-            warnings.add('system_message_folded', `mid-conversation ${item.role} message sent as a <system-reminder> user message`)
-          }
+          if (body.length === 0 && pendingReasoning.length === 0 && pendingSystem.length === 0) systemParts.push(text)
+          else pendingSystem.push(text)
           return
         }
         if (item.role === 'user') {
@@ -230,6 +247,7 @@ function convertInput(wire: ResponsesRequest, warnings: Warnings): ChatMessage[]
         warnings.add('hosted_item_dropped', `dropped "${item.type}" history items (OpenAI-hosted tools)`)
     }
   })
+  flushSystem()
   flushToolImages()
   flushUser()
   if (pendingReasoning.length > 0) {
