@@ -1,7 +1,7 @@
 /**
  * @module
  * One minimal request per model API (OpenAI chat, Anthropic Messages, OpenAI Responses, Gemini), streaming
- * or not, and a check that an error answer has that API's own shape.
+ * or not, sent as a harness sends it, and a check that an error answer has that API's own shape.
  */
 import { MODEL } from './stack.ts'
 
@@ -22,6 +22,39 @@ export function apiRequest(api: Api, stream: boolean, text = 'create hello.txt c
         body: { contents: [{ role: 'user', parts: [{ text }] }] },
       }
   }
+}
+
+export interface SessionCall {
+  /** 200 and, when streamed, a complete stream (`[DONE]`) without an error frame. */
+  ok: boolean
+  response: Response
+  text: string
+}
+
+/** One call as a harness makes it: the session token in the base URL (`/s/<token>`), the chaos model asked for. */
+export async function callSession(
+  edgeUrl: string,
+  token: string,
+  api: Api,
+  stream: boolean,
+  text: string,
+  timeoutMs: number,
+): Promise<SessionCall> {
+  const { path, body } = apiRequest(api, stream, text)
+  const response = await fetch(`${edgeUrl}/s/${token}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ...(body as object), model: MODEL }),
+    signal: AbortSignal.timeout(timeoutMs),
+  })
+  const answer = await response.text()
+  const ok = response.status === 200 && (!stream || (answer.includes('[DONE]') && !answer.includes('"error"')))
+  return { ok, response, text: answer }
+}
+
+/** The edge itself answered 5xx (`x-rollgate-error-source: edge`). */
+export function edge5xx(response: Response): boolean {
+  return response.status >= 500 && response.headers.get('x-rollgate-error-source') === 'edge'
 }
 
 /** Whether a JSON error body has the API's own shape. */

@@ -6,10 +6,10 @@
  * no session may end ERROR because of the restart, and runners keep their sessions.
  */
 import { RunnerClient } from '../../test/support/runner-client.ts'
-import { apiRequest } from './apis.ts'
+import { callSession, edge5xx } from './apis.ts'
 import { takeAllToRunning } from './runners.ts'
 import { emptyRow, type Scenario } from './scenario.ts'
-import { MODEL, RUNNER_TOKEN, records, sleep, startChaosStack, until } from './stack.ts'
+import { RUNNER_TOKEN, records, sleep, startChaosStack, until } from './stack.ts'
 
 const TURNS = 6
 const MAX_TRIES = 40
@@ -72,24 +72,23 @@ export const r4EdgeRestart: Scenario = {
       const client = async (session: (typeof sessions)[number]) => {
         for (let turn = 0; turn < TURNS; turn++) {
           const stream = turn % 2 === 1
-          const { path, body } = apiRequest('openai-chat', stream, `turn ${turn}: create hello.txt containing hi`)
           for (let attempt = 0; attempt < MAX_TRIES; attempt++) {
             row.sent++
             if (attempt > 0) row.client_retries++
             try {
-              const response = await fetch(`${stack.edge.url}/s/${session.token}${path}`, {
-                method: 'POST',
-                headers: { 'content-type': 'application/json' },
-                body: JSON.stringify({ ...(body as object), model: MODEL }),
-                signal: AbortSignal.timeout(30_000),
-              })
-              const text = await response.text()
-              if (response.status === 200 && (!stream || text.includes('[DONE]'))) {
-                if (stream && text.includes('"error"')) throw new Error('error frame')
+              const call = await callSession(
+                stack.edge.url,
+                session.token,
+                'openai-chat',
+                stream,
+                `turn ${turn}: create hello.txt containing hi`,
+                30_000,
+              )
+              if (call.ok) {
                 received.set(session.session_id, (received.get(session.session_id) ?? 0) + 1)
                 break
               }
-              if (response.status >= 500 && response.headers.get('x-rollgate-error-source') === 'edge') row.edge_5xx_while_down++
+              if (edge5xx(call.response)) row.edge_5xx_while_down++
             } catch {
               // the edge is down: retry as an SDK would
             }
@@ -120,10 +119,7 @@ export const r4EdgeRestart: Scenario = {
       )
       log('load done; finishing sessions')
       for (const runner of runners) {
-        for (const session of runner.assignments.values()) {
-          runner.send({ type: 'session.finished', session_id: session.session_id, agent_result: { status: 'completed', return_code: 0 } })
-          runner.held.delete(session.session_id)
-        }
+        for (const session of runner.assignments.values()) runner.finish(session.session_id, { status: 'completed', return_code: 0 })
       }
       const task = await until(
         async () => {

@@ -6,10 +6,10 @@
  * (the engine and the clients) at start and end, so growth is visible.
  */
 import { RunnerClient } from '../../test/support/runner-client.ts'
-import { apiRequest } from './apis.ts'
+import { callSession, edge5xx } from './apis.ts'
 import { takeAllToRunning } from './runners.ts'
 import { emptyRow, type Scenario } from './scenario.ts'
-import { MODEL, percentile, RUNNER_TOKEN, records, startChaosStack, until } from './stack.ts'
+import { percentile, RUNNER_TOKEN, records, startChaosStack, until } from './stack.ts'
 
 const RUNNERS = 4
 
@@ -89,22 +89,15 @@ export const r7TunnelLoad: Scenario = {
         sessions.map(async (session, index) => {
           for (let turn = 0; turn < turns; turn++) {
             const stream = (index + turn) % 5 === 0
-            const { path, body } = apiRequest('openai-chat', stream, `session ${index} turn ${turn}`)
             const at = performance.now()
             row.sent++
             try {
-              const response = await fetch(`${stack.edge.url}/s/${session.token}${path}`, {
-                method: 'POST',
-                headers: { 'content-type': 'application/json' },
-                body: JSON.stringify({ ...(body as object), model: MODEL }),
-                signal: AbortSignal.timeout(120_000),
-              })
-              const text = await response.text()
+              const call = await callSession(stack.edge.url, session.token, 'openai-chat', stream, `session ${index} turn ${turn}`, 120_000)
               latencies.push(performance.now() - at)
-              if (response.status !== 200 || (stream && (!text.includes('[DONE]') || text.includes('"error"')))) {
+              if (!call.ok) {
                 row.errors++
-                if (response.status >= 500 && response.headers.get('x-rollgate-error-source') === 'edge') row.edge_5xx++
-                if (row.notes.length < 10) row.notes.push(`${response.status}: ${text.slice(0, 120)}`)
+                if (edge5xx(call.response)) row.edge_5xx++
+                if (row.notes.length < 10) row.notes.push(`${call.response.status}: ${call.text.slice(0, 120)}`)
                 continue
               }
               received.set(session.session_id, (received.get(session.session_id) ?? 0) + 1)

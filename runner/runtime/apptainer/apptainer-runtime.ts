@@ -4,8 +4,8 @@
  * (`ROLLGATE_APPTAINER_BIN`, Polar's `POLAR_APPTAINER_BIN`, else `apptainer` on PATH); argv in `argv.ts`.
  * The image is a `.sif` path or any Apptainer URI (`docker-daemon:<tag>`, `docker://…`).
  *
- * No Apptainer binary exists on the machines this was written on: the argv is unit-tested, the process
- * flow is not exercised against a real instance.
+ * No Apptainer binary exists on the machines this was written on: the argv is unit-tested, and the process
+ * flow runs against a stand-in CLI (`test/support/fake-apptainer.mjs`), not a real instance.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
