@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest'
 import { MemoryBucket, nodeSql } from '../../../scripts/lib/node-sqlite.ts'
-import { BlobStore } from '../../../src/durable/session/blob-store.ts'
+import { BlobStore, SPILL_THRESHOLD_BYTES } from '../../../src/durable/session/blob-store.ts'
 import { CompletionLog } from '../../../src/durable/session/completion-log.ts'
 import { ensureSchema } from '../../../src/durable/session/schema.ts'
 import { completionInput } from '../../support/records.ts'
@@ -209,5 +209,20 @@ describe('completion log reads', () => {
     expect(log().sessionBytes()).toBe(stats.token_bytes + stats.text_bytes + stats.metadata_bytes)
     // A cold log counts from SQLite (it also counts ids and timestamps, which the running figure leaves out).
     expect(log().sessionBytes()).toBeGreaterThanOrEqual(running)
+  })
+
+  it('a field over the spill threshold goes to the bucket and reads back from a cold log', async () => {
+    const { log, bucket } = openLog()
+    const big = 'x'.repeat(SPILL_THRESHOLD_BYTES + 10)
+    const small = turn(0)
+    const input = turn(1, { original_text: JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: big }] }) })
+    const writer = log()
+    await writer.record(small)
+    await writer.record(input)
+    expect(bucket.objects.size).toBe(1)
+    expect(log().stats().spilled_objects).toBe(1)
+    const record = await log().get(1)
+    expect(record!.original_request).toEqual(JSON.parse(input.original_text))
+    expect((await log().get(0))!.original_request).toEqual(JSON.parse(small.original_text))
   })
 })
