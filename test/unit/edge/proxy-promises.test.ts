@@ -63,9 +63,10 @@ const committed: CompletionInput[] = []
 let recordEntered: PromiseWithResolvers<void>
 let release: () => void = () => {}
 
+let revokedReason: string | null = null
 const stub = {
   config: async () => sessionConfig,
-  revoked: async () => null,
+  revoked: async () => revokedReason,
   record: async (input: CompletionInput) => {
     recordEntered.resolve()
     if (mode.kind === 'fail') throw new Error(mode.message)
@@ -80,12 +81,21 @@ const env = {
   ROLLGATE_ADMIN_TOKEN: 'admin-token-0123456789',
   ROLLGATE_RUNNER_TOKEN: 'runner-token-0123456789',
   ROLLGATE_UPSTREAM_URL: 'http://engine.test',
-  SESSIONS: { idFromName: (name: string) => name, get: () => stub },
+  SESSIONS: { idFromName: (name: string) => name, get: (id: string) => (id === MISSING_SESSION ? missingStub : stub) },
 }
+/** A session id whose object holds no session (a token signed for a session never created). */
+const MISSING_SESSION = 'ses_never_created'
+const missingStub = { config: async () => null, revoked: async () => null }
 
-async function fakeEngine(input: RequestInfo | URL): Promise<Response> {
-  if (String(input) === 'http://engine.test/v1/chat/completions') return Response.json(ENGINE_ANSWER)
-  return new Response('unexpected', { status: 599 })
+/** Bodies the fake engine saw, in order. */
+const engineBodies: string[] = []
+
+async function fakeEngine(input: RequestInfo | URL, init?: RequestInit): Promise<Response> {
+  if (String(input) !== 'http://engine.test/v1/chat/completions') return new Response('unexpected', { status: 599 })
+  const body = typeof init?.body === 'string' ? init.body : ''
+  engineBodies.push(body)
+  if (body.includes('please fail')) return Response.json({ error: { message: 'engine overloaded', type: 'server_error' } }, { status: 503 })
+  return Response.json(ENGINE_ANSWER)
 }
 
 let token = ''
@@ -181,6 +191,8 @@ beforeAll(async () => {
 })
 afterAll(() => vi.unstubAllGlobals())
 beforeEach(() => {
+  revokedReason = null
+  engineBodies.length = 0
   mode = { kind: 'commit' }
   committed.length = 0
   recordEntered = Promise.withResolvers<void>()
@@ -392,5 +404,61 @@ describe('stream metadata agrees with the sampled completion', () => {
     const parts = events.flatMap((event) => event.candidates?.[0]?.content?.parts ?? [])
     expect(parts.map((part) => part.text ?? '').join('')).toBe('Sampled words.')
     expect(parts.find((part) => part.functionCall)?.functionCall).toMatchObject({ name: 'write_file', args: { path: 'a.txt' } })
+  })
+})
+
+describe('the pipeline', () => {
+  const chat = API_CASES[0]!
+
+  it('commits what was sent and sampled, and says where the time went', async () => {
+    const { response, json } = await call(chat.path, { ...chat.body, temperature: 0.25 }, chat.headers())
+    expect(response.status).toBe(200)
+    expect(response.headers.get('server-timing')).toMatch(/^prepare;dur=\d+\.\d\d, upstream;dur=\d+\.\d\d, capture;dur=\d+\.\d\d$/)
+    const [record] = committed
+    expect(record!.completion_id).toMatch(/^cmpl_[0-9a-f]{24}$/)
+    expect(record).toMatchObject({ status: 'ok', api: 'openai-chat', agent: 'main', stream: false })
+    expect(record!.provenance).toMatchObject({ upstream_url: 'http://engine.test/v1', upstream_kind: 'vllm', route: 'direct' })
+    expect(Array.from(record!.response_token_ids ?? [])).toEqual(SAMPLED_IDS)
+    // The engine got the harness's request plus the capture keys; the record holds exactly what it got.
+    const sent = JSON.parse(engineBodies[0]!) as Record<string, unknown>
+    expect(sent).toMatchObject({ temperature: 0.25, return_token_ids: true, logprobs: true })
+    expect(record!.request_text || record!.request_delta).toBeTruthy()
+    expect(json()).toMatchObject({ choices: [{ message: { content: 'Sampled words.' } }] })
+  })
+
+  it('an engine error is relayed in the caller shape (status kept, source upstream) and recorded as failed', async () => {
+    for (const api of API_CASES) {
+      committed.length = 0
+      const body = JSON.parse(JSON.stringify(api.body).replace('"hi"', '"please fail"')) as Record<string, unknown>
+      const { response, json } = await call(api.path, body, api.headers())
+      expect(response.status, api.name).toBe(503)
+      expect(response.headers.get('x-rollgate-error-source')).toBe('upstream')
+      api.errorShape(json(), 503)
+      expect(committed.map((record) => record.status)).toEqual(['failed'])
+      const stream = await call(api.streamPath, { ...streamBody(api), ...body }, api.headers())
+      expect(stream.text, api.name).toContain('engine overloaded')
+      expect(stream.text).not.toContain('Sampled words.')
+      expect(committed.map((record) => record.status)).toEqual(['failed', 'failed'])
+    }
+  })
+
+  it('refuses before the engine: no key, a session that does not exist, a revoked token, a bad agent label', async () => {
+    const missing = await call(chat.path, chat.body, {})
+    expect(missing.json()).toMatchObject({ error: { message: 'missing session token: send it as the API key' } })
+    const ghost = await call(chat.path, chat.body, { authorization: `Bearer ${await createSessionToken(MISSING_SESSION, SIGNING_KEY)}` })
+    expect(ghost.response.status).toBe(401)
+    expect(ghost.json()).toMatchObject({ error: { message: 'session does not exist' } })
+    revokedReason = 'session ended COMPLETED'
+    const revoked = await call(chat.path, chat.body, chat.headers())
+    expect(revoked.response.status).toBe(401)
+    expect(revoked.json()).toMatchObject({ error: { message: 'session token revoked: session ended COMPLETED' } })
+    revokedReason = null
+    const label = await call(chat.path, chat.body, { ...chat.headers(), 'x-rollgate-agent': 'no spaces allowed' })
+    expect(label.response.status).toBe(400)
+    expect(label.json()).toMatchObject({ error: { param: 'x-rollgate-agent', message: 'agent label must match [A-Za-z0-9_.:-]{1,64}' } })
+    const labelled = await call(chat.path, chat.body, { ...chat.headers(), 'x-rollgate-agent': 'sub:1' })
+    expect(labelled.response.status).toBe(200)
+    expect(committed.map((record) => record.agent)).toEqual(['sub:1'])
+    expect(engineBodies).toHaveLength(1)
   })
 })
