@@ -64,8 +64,9 @@ describe('npm run demo', () => {
     const code = await demo.exited
     const output = demo.output()
     expect(code, output).toBe(0)
-    expect(output).toMatch(/session\s+status\s+reward\s+calls\s+per_request\s+prefix_merging\s+merged\s+compression/)
-    expect(output).toMatch(/COMPLETED\s+1\s+\d+/)
+    expect(output).toMatch(/session\s+status\s+reward\s+calls\s+per_request\s+prefix_merging\s+merged\s+of mergeable\s+compression/)
+    // The default preset keeps the agent's conversation one trace: every mergeable turn merged.
+    expect(output).toMatch(/COMPLETED\s+1\s+(\d+)\s+\1\s+1\s+\d+ %\s+100 %\s+\d+\.0×/)
     expect(output).toContain('1/1 solved')
     for (const file of ['slime.jsonl', 'nemo-gym.jsonl', 'sft.jsonl']) {
       const lines = readFileSync(join(scratch, 'full', 'out', file), 'utf8')
