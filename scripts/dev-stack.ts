@@ -3,22 +3,27 @@
  * `npm run dev:stack`: the stand-in engine on :8000 and the edge (`wrangler dev`, persistence in
  * `.state/`) on :8787 together, until Ctrl-C. Ports: `--engine-port`, `--port`.
  */
-import { parseArgs } from 'node:util'
-import { startEngine } from '../engine/server.ts'
 import { edgeVarsFromEnv } from './dev.ts'
 import { startEdge } from './lib/processes.ts'
+import { scriptArgs } from './lib/script-args.ts'
 
-const { values } = parseArgs({
-  options: {
-    port: { type: 'string', default: '8787' },
-    'engine-port': { type: 'string', default: '8000' },
-    'persist-to': { type: 'string', default: '.state' },
-  },
+const USAGE = `Usage: npm run dev:stack -- [--port 8787] [--engine-port 8000] [--persist-to .state]   (also: npx rollgate dev --stack …)
+
+The stand-in engine and the edge (wrangler dev, local persistence) together until Ctrl-C. Every ROLLGATE_*
+variable of the environment is passed to the edge; the admin token is dev-admin-token unless
+ROLLGATE_ADMIN_TOKEN is set.`
+
+const values = scriptArgs(USAGE, {
+  port: { type: 'string', default: '8787' },
+  'engine-port': { type: 'string', default: '8000' },
+  'persist-to': { type: 'string', default: '.state' },
 })
+// Imported after the flags are read: `--help` and a mistyped flag answer without loading the tokenizer.
+const { startEngine } = await import('../engine/server.ts')
 const engine = await startEngine({ port: Number(values['engine-port']) })
 const vars: Record<string, string> = { ...edgeVarsFromEnv(), ROLLGATE_UPSTREAM_URL: engine.url }
 const adminToken = vars.ROLLGATE_ADMIN_TOKEN ?? ''
-const edge = await startEdge({ port: Number(values.port), persistTo: values['persist-to'] ?? '.state', vars })
+const edge = await startEdge({ port: Number(values.port), persistTo: values['persist-to'], vars })
 console.log(`engine ${engine.url}\nedge   ${edge.url}  (admin token: ${adminToken})`)
 console.log(`try: curl -s -X POST ${edge.url}/v1/sessions -H 'authorization: Bearer ${adminToken}' -d '{}'`)
 const stop = async () => {

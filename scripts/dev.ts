@@ -4,8 +4,14 @@
  * passing every `ROLLGATE_*` variable of its environment to the edge (runner token included, so a local
  * `rollgate runner` can connect); defaults suit a local stand-in engine (`DEV_DEFAULTS`).
  */
-import { parseArgs } from 'node:util'
 import { rollgateVarsFromEnv, startEdge } from './lib/processes.ts'
+import { scriptArgs } from './lib/script-args.ts'
+
+const USAGE = `Usage: npm run dev -- [--port 8787] [--persist-to .state]   (also: npx rollgate dev …)
+
+The edge under wrangler dev with local persistence. Every ROLLGATE_* variable of the environment is passed
+to the edge; unset ones default to dev tokens (admin dev-admin-token, runner dev-runner-token) and the
+stand-in engine at http://127.0.0.1:8000. \`npm run dev:stack\` starts the engine too.`
 
 /** Local defaults (dev tokens, the stand-in engine), overridden by every `ROLLGATE_*` variable of `env`. */
 export const DEV_DEFAULTS: Readonly<Record<string, string>> = {
@@ -22,11 +28,9 @@ export function edgeVarsFromEnv(env: NodeJS.ProcessEnv = process.env): Record<st
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({
-    options: { port: { type: 'string', default: '8787' }, 'persist-to': { type: 'string', default: '.state' } },
-  })
+  const values = scriptArgs(USAGE, { port: { type: 'string', default: '8787' }, 'persist-to': { type: 'string', default: '.state' } })
   const vars = edgeVarsFromEnv()
-  const edge = await startEdge({ port: Number(values.port), persistTo: values['persist-to'] ?? '.state', vars, verbose: true })
+  const edge = await startEdge({ port: Number(values.port), persistTo: values['persist-to'], vars, verbose: true })
   console.log(
     `rollgate edge on ${edge.url} (upstream ${vars.ROLLGATE_UPSTREAM_URL}, admin token ${vars.ROLLGATE_ADMIN_TOKEN === 'dev-admin-token' ? 'dev-admin-token' : '<from env>'})`,
   )

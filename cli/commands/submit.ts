@@ -6,9 +6,9 @@
  */
 import { readFileSync } from 'node:fs'
 import { type Command, Option } from 'commander'
-import type { TaskRequestInput } from '../../src/contract/rollout.ts'
+import type { TaskRequestInput, TaskSubmitResponse } from '../../src/contract/rollout.ts'
 import { action, type CommonOptions, EXIT, edgeClient, output, UsageError, withEdgeOptions } from '../lib/common-options.ts'
-import { watchTask } from '../lib/task-watch.ts'
+import { WatchTimeoutError, watchTask } from '../lib/task-watch.ts'
 
 interface SubmitOptions extends CommonOptions {
   taskId?: string
@@ -18,6 +18,19 @@ interface SubmitOptions extends CommonOptions {
   builder: string
   wait: boolean
   timeout?: string
+}
+
+/** One stderr line per submit warning (`no_runner_connected: …`). */
+export function warningLines(warnings: TaskSubmitResponse['warnings']): string {
+  return (warnings ?? []).map((warning) => `warning: ${warning.code}: ${warning.message}\n`).join('')
+}
+
+/** `--timeout` in milliseconds (a positive number of seconds), undefined when not given. */
+export function timeoutMs(timeout: string | undefined): number | undefined {
+  if (timeout === undefined) return undefined
+  const seconds = Number(timeout)
+  if (!Number.isFinite(seconds) || seconds <= 0) throw new UsageError(`--timeout must be a positive number of seconds, got "${timeout}"`)
+  return seconds * 1000
 }
 
 /** The TaskRequest from a file (or stdin) with flags layered over it. */
@@ -63,15 +76,21 @@ export function register(program: Command): void {
     action(async (file: string | undefined, options: SubmitOptions) => {
       const client = edgeClient(options)
       const task = taskFromInputs(file, options)
+      const timeout = timeoutMs(options.timeout)
       const submitted = await client.submitTask(task)
-      for (const warning of submitted.warnings ?? []) process.stderr.write(`warning: ${warning}\n`)
+      process.stderr.write(warningLines(submitted.warnings))
       if (!options.wait) {
         output(options, submitted, () => `submitted ${submitted.task_id}`)
         return EXIT.ok
       }
-      const final = await watchTask(client, submitted.task_id, {
-        ...(options.timeout ? { timeoutMs: Number(options.timeout) * 1000 } : {}),
-      })
+      let final: Awaited<ReturnType<typeof watchTask>>
+      try {
+        final = await watchTask(client, submitted.task_id, timeout === undefined ? {} : { timeoutMs: timeout })
+      } catch (error) {
+        if (!(error instanceof WatchTimeoutError)) throw error
+        process.stderr.write(`rollgate: ${error.message}; it goes on (follow it: rollgate status ${submitted.task_id})\n`)
+        return EXIT.failed
+      }
       output(options, final, () => {
         const lines = [`task ${final.task_id}: ${final.status} (${final.usable_sessions}/${final.total_sessions} usable)`]
         for (const result of final.results) {

@@ -3,7 +3,7 @@
  * A small typed client of the edge's admin and rollout API, shared by the `rollgate` commands and the
  * demo. Errors carry the edge's own message (`{error: {message}}` in OpenAI shape) and the HTTP status.
  */
-import type { RolloutStatus, TaskRequestInput, TaskStatus } from '../../src/contract/rollout.ts'
+import type { RolloutStatus, TaskRequestInput, TaskStatus, TaskSubmitResponse } from '../../src/contract/rollout.ts'
 
 export class EdgeError extends Error {
   readonly status: number
@@ -75,7 +75,7 @@ export class EdgeClient {
     return (await (await this.request(method, path, body)).json()) as T
   }
 
-  submitTask(task: TaskRequestInput): Promise<{ task_id: string; status: string; warnings?: string[] }> {
+  submitTask(task: TaskRequestInput): Promise<TaskSubmitResponse> {
     return this.json('POST', '/rollout/task/submit', task)
   }
 

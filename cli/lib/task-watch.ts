@@ -54,6 +54,16 @@ export interface WatchOptions {
   signal?: AbortSignal
 }
 
+/** Following a task gave up after `timeoutMs`; the task itself goes on. */
+export class WatchTimeoutError extends Error {
+  readonly taskId: string
+  constructor(taskId: string, timeoutMs: number) {
+    super(`task ${taskId} still running after ${timeoutMs / 1000} s`)
+    this.name = 'WatchTimeoutError'
+    this.taskId = taskId
+  }
+}
+
 /** Sessions whose live status is read per poll (the task's own list is refreshed only as sessions resolve). */
 const LIVE_STATUS_LIMIT = 64
 const TERMINAL = new Set(['COMPLETED', 'ERROR', 'TIMEOUT'])
@@ -117,7 +127,7 @@ export async function watchTask(client: EdgeClient, taskId: string, options: Wat
         last = line
       }
       if (status.status !== 'running') return await client.taskStatus(taskId, true)
-      if (Date.now() > deadline) throw new Error(`task ${taskId} still running after ${options.timeoutMs} ms`)
+      if (Date.now() > deadline) throw new WatchTimeoutError(taskId, options.timeoutMs ?? 0)
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, intervalMs)
         options.signal?.addEventListener('abort', () => {

@@ -207,6 +207,32 @@ describe('rollgate CLI', () => {
     expect(final.usable_sessions).toBe(0)
   })
 
+  it('submit --timeout stops following with one line and exit 1 (the task goes on); a bad --timeout is a usage error', async () => {
+    const file = join(scratch, 'task-timeout.json')
+    writeFileSync(
+      file,
+      JSON.stringify({ task_id: 'cli-task-timeout', instruction: 'x', agent: { harness: 'shell', custom_shell: { command: 'true' } } }),
+    )
+    const gaveUp = await rollgate(['submit', file, '--timeout', '1'])
+    expect(gaveUp.code).toBe(1)
+    expect(gaveUp.stderr).toContain(
+      'rollgate: task cli-task-timeout still running after 1 s; it goes on (follow it: rollgate status cli-task-timeout)',
+    )
+    expect(gaveUp.stderr).not.toMatch(/\n\s+at /)
+    expect(gaveUp.stderr).not.toContain('[object Object]')
+    const status = JSON.parse((await rollgate(['status', 'cli-task-timeout', '--json'])).stdout) as TaskStatus
+    expect(status.status).toBe('running')
+    const cancelled = await fetch(`${edge.url}/rollout/task/cli-task-timeout`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    })
+    expect(cancelled.status).toBe(200)
+
+    const bad = await rollgate(['submit', file, '--task-id', 'cli-task-bad-timeout', '--timeout', 'soon'])
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toBe('rollgate: --timeout must be a positive number of seconds, got "soon"\n')
+  })
+
   it('replay re-drives a recorded session (chat, Messages, Responses with previous_response_id) and diffs its tokens', async () => {
     const created = (await (
       await fetch(`${edge.url}/v1/sessions`, {

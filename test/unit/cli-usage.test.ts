@@ -1,0 +1,56 @@
+/**
+ * What a new user types first: `--help` and a mistyped flag on the scripts behind `npm run dev` /
+ * `npm run dev:stack` / `rollgate dev`, and how `rollgate submit` prints the edge's submit warnings.
+ * The scripts run as processes (they exit before starting anything).
+ */
+import { spawnSync } from 'node:child_process'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { timeoutMs, warningLines } from '../../cli/commands/submit.ts'
+
+const ROOT = join(import.meta.dirname, '../..')
+const run = (...args: string[]) => spawnSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', timeout: 30_000 })
+
+describe('dev scripts: usage instead of a stack trace', () => {
+  for (const [name, entry] of [
+    ['dev', ['scripts/dev.ts']],
+    ['dev:stack', ['scripts/dev-stack.ts']],
+    ['rollgate dev --stack', ['cli/rollgate.ts', 'dev', '--stack']],
+  ] as const) {
+    it(`${name} --help prints the usage and exits 0`, () => {
+      const result = run(...entry, '--help')
+      expect(result.status).toBe(0)
+      expect(result.stdout).toMatch(/^Usage: npm run dev/)
+      expect(result.stdout).toContain('--port')
+      expect(result.stderr).toBe('')
+    }, 60_000)
+
+    it(`${name} with an unknown flag or a bad port says which and exits 2`, () => {
+      const unknown = run(...entry, '--prot', '9000')
+      expect(unknown.status).toBe(2)
+      expect(unknown.stderr).toMatch(/^error: Unknown option '--prot'/)
+      expect(unknown.stderr).not.toMatch(/\n\s+at /)
+      const port = run(...entry, '--port', 'x')
+      expect(port.status).toBe(2)
+      expect(port.stderr).toMatch(/^error: --port must be a port number \(0-65535\), got "x"/)
+    }, 60_000)
+  }
+})
+
+describe('rollgate submit', () => {
+  it('prints each submit warning as one line with its code and message', () => {
+    expect(
+      warningLines([
+        { code: 'no_runner_connected', message: 'no runner connected: …' },
+        { code: 'evaluator_not_offered', message: 'evaluator test_on_output …' },
+      ]),
+    ).toBe('warning: no_runner_connected: no runner connected: …\nwarning: evaluator_not_offered: evaluator test_on_output …\n')
+    expect(warningLines(undefined)).toBe('')
+  })
+
+  it('reads --timeout as positive seconds', () => {
+    expect(timeoutMs(undefined)).toBeUndefined()
+    expect(timeoutMs('1.5')).toBe(1500)
+    for (const bad of ['0', '-1', 'soon', '']) expect(() => timeoutMs(bad)).toThrow(/--timeout must be a positive number of seconds/)
+  })
+})
