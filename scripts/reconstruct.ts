@@ -8,7 +8,8 @@
  *     [--group-index 0] [--trajectory-index 0] [--out file] [--pretty]
  *
  * `records.json` is either an array of completion records or `{ "completions": [...] }` as
- * `GET /v1/sessions/:id/completions` returns it (`-` reads stdin); the records may be Rollgate's or
+ * `GET /v1/sessions/:id/completions` returns it (`-` reads stdin; a page with `next_after_seq` set is
+ * refused: the rest of the session is missing); the records may be Rollgate's or
  * in Polar's `CompletionRecord` shape (`?format=polar`, or a Polar gateway's records). `trajectory` and
  * `session_result` print one JSON document; the other formats print JSON Lines. Format names are the edge's
  * (`?format=` of `GET …/trajectory`); `session-result` is accepted too. Bad options exit 1 naming the option.
@@ -17,6 +18,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { completionRecordSchema } from '../src/contract/completion-record.ts'
+import { partialPageMessage } from '../src/contract/completions-page.ts'
 import { RequestValidationError } from '../src/normalize/adapter.ts'
 import { parseOrThrow } from '../src/normalize/zod-issues.ts'
 import { builderNameSchema, evalResultSchema } from '../src/contract/trajectory.ts'
@@ -63,6 +65,8 @@ const recordsFileSchema = z.union([
 
 /** Rollgate records, or Polar-shaped ones (detected by their `response` object) converted. */
 export function parseRecordsFile(json: unknown) {
+  const partial = partialPageMessage(json)
+  if (partial) throw new Error(`--records: ${partial}`)
   const list = Array.isArray(json) ? json : (json as { completions?: unknown } | null)?.completions
   if (Array.isArray(list) && list.length > 0 && isPolarRecord(list[0])) {
     const sessionId = (json as { session_id?: unknown }).session_id

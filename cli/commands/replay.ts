@@ -7,6 +7,7 @@
 import { readFileSync } from 'node:fs'
 import { type Command, Option } from 'commander'
 import type { CompletionRecord } from '../../src/contract/completion-record.ts'
+import { partialPageMessage } from '../../src/contract/completions-page.ts'
 import { action, type CommonOptions, EXIT, edgeClient, output, UsageError, withEdgeOptions } from '../lib/common-options.ts'
 import { EdgeClient } from '../lib/edge-client.ts'
 import { diffRecords, replayOne, type TokenDiff } from '../lib/replay.ts'
@@ -21,6 +22,8 @@ interface ReplayOptions extends CommonOptions {
 async function recordedRecords(sessionId: string | undefined, options: ReplayOptions): Promise<CompletionRecord[]> {
   if (options.records) {
     const parsed = JSON.parse(readFileSync(options.records, 'utf8')) as { completions?: CompletionRecord[] } | CompletionRecord[]
+    const partial = partialPageMessage(parsed)
+    if (partial) throw new UsageError(`--records ${options.records}: ${partial}`)
     return Array.isArray(parsed) ? parsed : (parsed.completions ?? [])
   }
   if (!sessionId) throw new UsageError('give a session id (recorded on --from, default --edge) or --records <file>')

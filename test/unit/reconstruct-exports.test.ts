@@ -322,6 +322,14 @@ describe('CLI (scripts/reconstruct.ts)', () => {
     const broken = join(dir, 'broken.json')
     writeFileSync(broken, JSON.stringify([{ ...records[0], seq: 'first' }]))
     expect(() => runCli(['--records', broken])).toThrow(/^--records \[0\]\.seq: Invalid input: expected number, received string$/)
+    // One page of a longer session (`next_after_seq` set) would silently lose turns: refused, saying how to get the rest.
+    const page = join(dir, 'page.json')
+    writeFileSync(page, JSON.stringify({ session_id: 'sess-1', completions: records, next_after_seq: records.at(-1)!.seq }))
+    expect(() => runCli(['--records', page])).toThrow(
+      /^--records: this is one page of GET \/v1\/sessions\/:id\/completions \(next_after_seq \d+\): fetch the next pages with \?after_seq=/,
+    )
+    writeFileSync(page, JSON.stringify({ session_id: 'sess-1', completions: records, next_after_seq: null }))
+    expect(JSON.parse(runCli(['--records', page])).traces).toHaveLength(1)
   })
 
   it('prints to stdout or --out, help to stdout, a bad option to stderr with exit 1', () => {
