@@ -7,12 +7,25 @@ import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { setTimeout as delay } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
 import { afterAll, describe, expect, it } from 'vitest'
 
 const DEMO = fileURLToPath(new URL('../../scripts/demo.ts', import.meta.url))
 const scratch = mkdtempSync(join(tmpdir(), 'rollgate-demo-test-'))
+/** Every demo this file started: a demo still running when the file ends (a timed-out test) gets Ctrl-C. */
+const started = new Set<{ child: ReturnType<typeof spawn>; exited: Promise<number | null> }>()
 afterAll(async () => {
+  // A demo still running (its test timed out) is interrupted as a user would, so it stops its engine, edge
+  // (workerd) and runner itself; SIGKILL only if it does not exit within 30 s.
+  for (const demo of started) {
+    if (demo.child.exitCode !== null || demo.child.signalCode !== null) continue
+    demo.child.kill('SIGINT')
+    const timer = new AbortController()
+    const stopped = await Promise.race([demo.exited.then(() => true), delay(30_000, false, { signal: timer.signal }).catch(() => false)])
+    timer.abort()
+    if (!stopped) demo.child.kill('SIGKILL')
+  }
   // Whatever the demo left behind under this test's scratch dir (only on failure) ends with the test.
   for (const line of await processesMentioning(scratch)) {
     const pid = Number(line.trim().split(/\s+/)[0])
@@ -44,6 +57,7 @@ function runDemo(name: string, onLine?: (line: string, child: ReturnType<typeof 
     stderr += chunk.toString()
   })
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  started.add({ child, exited })
   return { child, exited, output: () => `${stdout}\n--- stderr ---\n${stderr.slice(-3000)}` }
 }
 
