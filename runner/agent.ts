@@ -193,7 +193,7 @@ export class RunnerAgent {
     switch (message.type) {
       case 'registered': {
         this.#tunnelFeatures = negotiatedFeatures(message)
-        this.options.log('edge.registered', { keep: message.keep.length, drop: message.drop.length })
+        this.options.log('edge.registered', { keep: message.keep.length, drop: message.drop.length, tunnel: message.capabilities ?? [] })
         for (const sessionId of message.drop) {
           this.#outbox.delete(sessionId)
           this.pipeline.cancel(sessionId, 'drop')

@@ -169,6 +169,8 @@ afterAll(async () => {
 describe('runner agent ↔ edge (wrangler dev)', () => {
   it('registers (enrolled, secret kept 0600), runs dispatched sessions, tunnels with exact tokens, drains on SIGTERM', async () => {
     const proc = await runner('r-basic')
+    // The edge accepted the runner's tunnel features: binary frames and credit windows.
+    expect(proc.lines.find((line) => line.event === 'edge.registered')?.tunnel).toEqual(['tunnel.binary', 'tunnel.credit'])
     const secretFile = join(stateRoot, 'r-basic', 'r-basic.secret')
     expect(statSync(secretFile).mode & 0o777).toBe(0o600)
     await submit('ra-basic', { samples: 2 })
