@@ -10,7 +10,8 @@
  * prompt or sampled id as uint32, a logprob as float64) for the whole window — the session's
  * `max_model_len`; when the window is unknown, one token per character of the engine body, at most
  * `UNKNOWN_WINDOW_TOKENS` (no served model has a larger window) — plus a reserve for the record's small
- * fields and the sampled message. A hosted `openai` upstream returns no token data.
+ * fields and the sampled message. A hosted `openai` upstream returns no token data. Long prompts' ids travel
+ * as the engine's JSON text (`prompt-ids-text.ts`): at most 12 bytes per id too (≤ 10 digits and `, `).
  */
 import type { TextDelta } from '../../durable/session/text-delta.ts'
 
