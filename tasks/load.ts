@@ -12,8 +12,12 @@ type PrepareList = Array<{ type: string; source?: string | null | undefined }> |
 
 export function loadTaskFile(file: string): TaskRequestInput {
   const task = JSON.parse(readFileSync(file, 'utf8')) as TaskRequestInput
-  const base = dirname(resolve(file))
-  const runtime = task.runtime as { prepare?: PrepareList; eval_prepare?: PrepareList } | null | undefined
+  return resolveUploadSources(task, dirname(resolve(file)))
+}
+
+/** Relative upload sources of `task` (changed in place) resolved against `base`. */
+export function resolveUploadSources<T extends object>(task: T, base: string): T {
+  const runtime = (task as { runtime?: unknown }).runtime as { prepare?: PrepareList; eval_prepare?: PrepareList } | null | undefined
   for (const list of [runtime?.prepare, runtime?.eval_prepare]) {
     for (const action of list ?? []) {
       if (action.type !== 'exec' && typeof action.source === 'string' && !isAbsolute(action.source)) {

@@ -5,16 +5,18 @@
  * usable session, 1 otherwise (`--no-wait` returns right after the submit).
  */
 import { readFileSync } from 'node:fs'
+import { dirname, resolve } from 'node:path'
 import { type Command, Option } from 'commander'
 import type { TaskRequestInput, TaskSubmitResponse } from '../../src/contract/rollout.ts'
 import { action, type CommonOptions, EXIT, edgeClient, output, UsageError, withEdgeOptions } from '../lib/common-options.ts'
+import { resolveUploadSources } from '../../tasks/load.ts'
 import { WatchTimeoutError, watchTask } from '../lib/task-watch.ts'
 
 interface SubmitOptions extends CommonOptions {
   taskId?: string
   instruction?: string
   harness?: string
-  samples: string
+  samples?: string
   builder: string
   wait: boolean
   timeout?: string
@@ -43,15 +45,18 @@ export function taskFromInputs(file: string | undefined, options: SubmitOptions)
     } catch (error) {
       throw new UsageError(`${file} is not JSON: ${(error as Error).message}`)
     }
+    // The runner reads upload sources on its own host and from its own directory: a task file's relative
+    // sources (`tasks/fix-stats/task.json`: `repo`) mean its folder (stdin: the current directory).
+    resolveUploadSources(task, file === '-' ? process.cwd() : dirname(resolve(file)))
   }
   if (options.taskId) task.task_id = options.taskId
   if (options.instruction) task.instruction = options.instruction
   if (options.harness) task.agent = { ...((task.agent as object) ?? {}), harness: options.harness }
-  if (options.samples !== undefined && (file === undefined || options.samples !== '1')) {
+  if (options.samples !== undefined) {
     const samples = Number(options.samples)
     if (!Number.isInteger(samples) || samples < 1) throw new UsageError('--samples must be a positive integer')
-    if (file === undefined || task.num_samples === undefined) task.num_samples = samples
-  }
+    task.num_samples = samples
+  } else if (task.num_samples === undefined) task.num_samples = 1
   if (!task.builder) task.builder = { strategy: options.builder }
   if (!task.task_id) task.task_id = `task-${Date.now().toString(36)}`
   if (!task.instruction) throw new UsageError('a task needs an instruction (--instruction or a TaskRequest file)')
@@ -68,7 +73,7 @@ export function register(program: Command): void {
       .option('--task-id <id>', 'task id (default: generated)')
       .option('--instruction <text>', 'instruction (overrides the file)')
       .option('--harness <name>', 'agent harness (codex, claude_code, gemini_cli, qwen_code, opencode, pi, shell)')
-      .option('--samples <n>', 'num_samples', '1')
+      .option('--samples <n>', "num_samples (default: the file's, else 1)")
       .addOption(new Option('--builder <name>', 'trajectory builder').choices(['prefix_merging', 'per_request']).default('prefix_merging'))
       .option('--no-wait', 'return right after the submit')
       .option('--timeout <seconds>', 'stop following after this long (the task goes on)'),

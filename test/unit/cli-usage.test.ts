@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { timeoutMs, warningLines } from '../../cli/commands/submit.ts'
+import { taskFromInputs, timeoutMs, warningLines } from '../../cli/commands/submit.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
 const run = (...args: string[]) => spawnSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', timeout: 30_000 })
@@ -46,6 +46,17 @@ describe('rollgate submit', () => {
       ]),
     ).toBe('warning: no_runner_connected: no runner connected: …\nwarning: evaluator_not_offered: evaluator test_on_output …\n')
     expect(warningLines(undefined)).toBe('')
+  })
+
+  it('a task file: its relative upload sources mean its folder, an explicit --samples (even 1) wins over its num_samples', () => {
+    const file = join(ROOT, 'tasks/fix-stats/task.json')
+    const base = { builder: 'prefix_merging', wait: true, edge: '', adminToken: '', json: false }
+    const fromFile = taskFromInputs(file, base) as unknown as { num_samples: number; runtime: { prepare: { source?: string }[] } }
+    expect(fromFile.num_samples).toBe(4)
+    expect(fromFile.runtime.prepare[0]?.source).toBe(join(ROOT, 'tasks/fix-stats/repo'))
+    expect((taskFromInputs(file, { ...base, samples: '1' }) as unknown as { num_samples: number }).num_samples).toBe(1)
+    const flagsOnly = taskFromInputs(undefined, { ...base, instruction: 'x', harness: 'pi' }) as unknown as { num_samples: number }
+    expect(flagsOnly.num_samples).toBe(1)
   })
 
   it('reads --timeout as positive seconds', () => {
