@@ -142,6 +142,15 @@ describe('streamed prefix_merging', () => {
     }
   })
 
+  it('reads spilled token fields (a prompt suffix over 512 KiB lives in R2) to the in-memory builder bytes', async () => {
+    // 140k new prompt tokens (560 KiB packed) in the first turn, then a normal turn on top of it.
+    const inputs = [...growingSessionInputs(3, 140_000, 50, 10)]
+    const { log } = await logOf(inputs)
+    expect(log.stats().spilled_objects).toBeGreaterThan(0)
+    for (const config of [{ preset: 'tolerant' }, { preset: 'exact' }])
+      expect(await streamed(log, config)).toBe(await inMemory(log, config))
+  })
+
   it('writes long arrays in slices, with exactly JSON.stringify text', () => {
     const trace = { prompt_ids: Array.from({ length: 2 * JSON_ARRAY_SLICE + 7 }, (_, i) => i), skipped: undefined, mask: [1, 0], name: 'x' }
     const chunks = [...jsonChunks(trace)]
