@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs'
 import { type Command, Option } from 'commander'
 import type { CompletionRecord } from '../../src/contract/completion-record.ts'
 import { partialPageMessage } from '../../src/contract/completions-page.ts'
+import { fromPolarCompletionRecords, isPolarRecord } from '../../src/reconstruct/index.ts'
 import { action, type CommonOptions, EXIT, edgeClient, output, UsageError, withEdgeOptions } from '../lib/common-options.ts'
 import { EdgeClient } from '../lib/edge-client.ts'
 import { diffRecords, replayOne, type TokenDiff } from '../lib/replay.ts'
@@ -21,10 +22,21 @@ interface ReplayOptions extends CommonOptions {
 
 async function recordedRecords(sessionId: string | undefined, options: ReplayOptions): Promise<CompletionRecord[]> {
   if (options.records) {
-    const parsed = JSON.parse(readFileSync(options.records, 'utf8')) as { completions?: CompletionRecord[] } | CompletionRecord[]
+    const parsed = JSON.parse(readFileSync(options.records, 'utf8')) as { completions?: unknown[]; session_id?: unknown } | unknown[]
     const partial = partialPageMessage(parsed)
     if (partial) throw new UsageError(`--records ${options.records}: ${partial}`)
-    return Array.isArray(parsed) ? parsed : (parsed.completions ?? [])
+    const list = Array.isArray(parsed) ? parsed : (parsed.completions ?? [])
+    // `?format=polar` dumps (token data in a vLLM-shaped `response`) are read as scripts/reconstruct.ts reads them.
+    if (list.length > 0 && isPolarRecord(list[0])) {
+      const sessionId = Array.isArray(parsed) || typeof parsed.session_id !== 'string' ? undefined : parsed.session_id
+      return fromPolarCompletionRecords(list, sessionId)
+    }
+    list.forEach((record, index) => {
+      if (!Array.isArray((record as { prompt_token_ids?: unknown } | null)?.prompt_token_ids)) {
+        throw new UsageError(`--records ${options.records}: completion [${index}] is not a completion record (no prompt_token_ids)`)
+      }
+    })
+    return list as CompletionRecord[]
   }
   if (!sessionId) throw new UsageError('give a session id (recorded on --from, default --edge) or --records <file>')
   const source = new EdgeClient({ edge: options.from ?? options.edge, adminToken: options.fromToken ?? options.adminToken })

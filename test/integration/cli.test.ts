@@ -276,5 +276,21 @@ describe('rollgate CLI', () => {
       .diffs
     expect(diffs.map((diff) => diff.prompt_equal)).toEqual([true, false, true, true])
     expect(diffs[1]!.prompt_divergence).toBe(3)
+
+    // A `?format=polar` dump replays like the Rollgate one; a file that holds no records is a usage error.
+    const polar = await (
+      await fetch(`${edge.url}/v1/sessions/${created.session_id}/completions?format=polar`, {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      })
+    ).text()
+    const polarFile = join(scratch, 'polar.json')
+    writeFileSync(polarFile, polar)
+    const fromPolar = await rollgate(['replay', '--records', polarFile, '--json'])
+    expect(fromPolar.stderr).toBe('')
+    expect(JSON.parse(fromPolar.stdout)).toMatchObject({ calls: 4, prompts_equal: 4 })
+    writeFileSync(polarFile, '[{"x":1}]')
+    const notRecords = await rollgate(['replay', '--records', polarFile])
+    expect(notRecords.code).toBe(2)
+    expect(notRecords.stderr).toContain('completion [0] is not a completion record (no prompt_token_ids)')
   })
 })

@@ -37,6 +37,12 @@ describe('dev scripts: usage instead of a stack trace', () => {
   }
 })
 
+it('dev:stack names the policies when --policy is not one', () => {
+  const result = run('scripts/dev-stack.ts', '--policy', 'smart')
+  expect(result.status).toBe(2)
+  expect(result.stderr).toMatch(/^error: --policy must be one of scripted, script, drift, solver, solver-subagent, got "smart"/)
+}, 60_000)
+
 describe('rollgate submit', () => {
   it('prints each submit warning as one line with its code and message', () => {
     expect(
