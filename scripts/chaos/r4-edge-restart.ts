@@ -58,7 +58,7 @@ export const r4EdgeRestart: Scenario = {
       })
       if (submit.status !== 200) throw new Error(`submit: ${submit.status} ${await submit.text()}`)
       const before = stack.engine.stats().requests.chat_completions ?? 0
-      const sessions = await takeAllToRunning(runners, sessionsWanted, 60_000)
+      const sessions = await takeAllToRunning(stack, 'r4', runners, sessionsWanted, 60_000)
       await until(
         async () => {
           const task = (await (await stack.admin('/rollout/task/r4?results=false')).json()) as { sessions: { status: string }[] }

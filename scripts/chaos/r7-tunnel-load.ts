@@ -28,6 +28,8 @@ export const r7TunnelLoad: Scenario = {
       p99_ms: 0,
       calls_per_s: 0,
       submit_ms: 0,
+      /** Cancels the runners got, by reason (re-dispatch churn: e.g. acknowledgements that missed their deadline). */
+      cancels: {} as Record<string, number>,
       rss_start: { edge_mb: 0, chaos_mb: 0 },
       rss_end: { edge_mb: 0, chaos_mb: 0 },
     }
@@ -65,22 +67,7 @@ export const r7TunnelLoad: Scenario = {
       if (submit.status !== 200) throw new Error(`submit: ${submit.status} ${await submit.text()}`)
       row.submit_ms = Date.now() - submitStarted
       log(`submit of ${sessionsWanted} samples answered in ${row.submit_ms} ms`)
-      const sessions = await takeAllToRunning(runners, sessionsWanted, 180_000)
-      await until(
-        async () => {
-          const states = await Promise.all(
-            sessions
-              .slice(-8)
-              .map(
-                async (session) =>
-                  ((await (await stack.admin(`/rollout/session/${session.session_id}`)).json()) as { status: string }).status,
-              ),
-          )
-          return states.every((state) => state === 'RUNNING') ? true : undefined
-        },
-        120_000,
-        'sessions RUNNING',
-      )
+      const sessions = await takeAllToRunning(stack, 'r7', runners, sessionsWanted, 180_000)
       log(`${sessions.length} sessions RUNNING on ${RUNNERS} runners; ${turns} turns each`)
       const latencies: number[] = []
       const started = Date.now()
@@ -114,6 +101,9 @@ export const r7TunnelLoad: Scenario = {
       row.p99_ms = percentile(latencies, 99)
       row.calls_per_s = Math.round((row.sent / seconds) * 10) / 10
       row.rss_end = stack.rss()
+      for (const runner of runners)
+        for (const message of runner.received)
+          if (message.type === 'cancel') row.cancels[message.reason] = (row.cancels[message.reason] ?? 0) + 1
       log(`${row.sent} calls in ${seconds.toFixed(1)} s (${row.calls_per_s}/s), p50 ${row.p50_ms} ms, p99 ${row.p99_ms} ms`)
       row.served = stack.engine.stats().requests.chat_completions ?? 0
       for (const session of sessions) {

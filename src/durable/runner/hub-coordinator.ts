@@ -10,6 +10,7 @@
  * - A runner lost before RUNNING gets its sessions re-dispatched; a runner lost during RUNNING ends
  *   them with the partial trajectory (the SessionObject builds it from its durable log).
  */
+import { logError } from '../../contract/log.ts'
 import type { RolloutEvent, RolloutStatus } from '../../contract/rollout.ts'
 import {
   type EdgeMessage,
@@ -143,7 +144,9 @@ export class HubCoordinator {
     switch (message.type) {
       case 'heartbeat':
         registry.heartbeat(runnerId, message.metrics, this.#deps.now())
-        await this.pump()
+        // Not awaited: the runner's link forwards its messages in order, so awaiting a dispatch loop that is busy
+        // (e.g. a large submit being enqueued) would hold this runner's acks behind it until their deadline passed.
+        this.#kick()
         break
       case 'ack':
         await this.#ack(runnerId, message.session_id, message.accepted, message.reason)
@@ -245,6 +248,11 @@ export class HubCoordinator {
     return this.#pumping
   }
 
+  /** Start (or extend) a pump without waiting for it. */
+  #kick(): void {
+    this.pump().catch((error: unknown) => logError('runner hub: dispatch failed:', error))
+  }
+
   async #dispatchRound(): Promise<number> {
     const { registry } = this.#deps
     const queued = registry.queued(DISPATCH_BATCH)
@@ -282,10 +290,16 @@ export class HubCoordinator {
     }
     const route = outcome.route ?? 'direct'
     const assignment = await this.#assignment(row.ticket, route)
+    // Moved meanwhile (e.g. the acknowledgement deadline passed during the awaits and it was re-queued): send nothing.
+    const sending = registry.session(row.session_id)
+    if (sending?.runner_id !== runner.runner_id || sending.state !== 'assigned') return false
     if (!this.#deps.send(runner.runner_id, { type: 'assign', session: assignment })) {
-      await this.#sessionLost(registry.session(row.session_id) ?? row, runner.runner_id, 'runner socket closed during assignment')
+      await this.#sessionLost(sending, runner.runner_id, 'runner socket closed during assignment')
       return false
     }
+    // The runner's acknowledgement deadline runs from now, not from the reservation: the awaits above (the
+    // session's answer on a loaded edge) are the edge's time, not the runner's.
+    registry.sentAt(row.session_id, this.#deps.now())
     return true
   }
 

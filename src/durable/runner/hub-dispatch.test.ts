@@ -418,6 +418,49 @@ describe('hub: acknowledgement, status, finish', () => {
     expect(h.state('slow')).toMatchObject({ state: 'queued', runner_id: null })
   })
 
+  it('a heartbeat does not wait for a busy dispatch loop: the acknowledgement the runner sent after it is taken meanwhile', async () => {
+    // R7 at --scale 0.2 on a loaded edge: the link forwards a runner's messages in order, and a heartbeat that awaited
+    // a pump busy assigning a large submit held the runner's acks behind it past their deadline (re-dispatch churn).
+    const h = hub()
+    await h.connect('R1')
+    await h.coordinator.enqueue(ticket('s1'))
+    expect(h.of('assign', 'R1').map((assign) => assign.session.session_id)).toEqual(['s1'])
+    let answer!: (outcome: Outcome) => void
+    h.when('s2', 'assignRunner', new Promise<Outcome>((resolve) => (answer = resolve)) as unknown as Outcome)
+    const enqueued = h.coordinator.enqueue(ticket('s2'))
+    const beat = h.message('R1', { type: 'heartbeat', metrics: metrics() }).then(() => 'answered')
+    // Everything here is in-memory (microtasks): one macrotask turn later the heartbeat has answered, or is stuck.
+    const turn = new Promise<string>((resolve) => setImmediate(() => resolve('still waiting for the dispatch loop')))
+    expect(await Promise.race([beat, turn])).toBe('answered')
+    await h.message('R1', { type: 'ack', session_id: 's1', accepted: true, reason: null })
+    expect(h.state('s1')!.state).toBe('acked')
+    answer(OK as Outcome)
+    await enqueued
+    expect(h.of('assign', 'R1').map((assign) => assign.session.session_id)).toEqual(['s1', 's2'])
+  })
+
+  it('the acknowledgement deadline runs from the sending of the assignment, not from the slow session answer before it', async () => {
+    const h = hub()
+    await h.connect('R1')
+    let answer!: (outcome: Outcome) => void
+    h.when('s1', 'assignRunner', new Promise<Outcome>((resolve) => (answer = resolve)) as unknown as Outcome)
+    const enqueued = h.coordinator.enqueue(ticket('s1'))
+    h.clock.now += ACK_TIMEOUT_MS - 1_000 // the session object answers late (a loaded edge)
+    answer(OK as Outcome)
+    await enqueued
+    const sentAt = h.clock.now
+    expect(h.of('assign', 'R1')).toHaveLength(1)
+    // Armed for (and counted from) the sending; from the reservation it would be due 1 s after the sending.
+    expect(h.state('s1')).toMatchObject({ state: 'assigned', runner_id: 'R1', assigned_at: sentAt })
+    expect(h.alarms.at(-1)).toBe(sentAt + ACK_TIMEOUT_MS)
+    h.clock.now = sentAt + ACK_TIMEOUT_MS
+    h.when('s1', 'runnerLost', { ok: true, transitions: [], requeued: true } as unknown as Outcome)
+    h.sockets.delete('R1')
+    await h.coordinator.alarm()
+    expect(h.of('cancel')).toEqual([{ type: 'cancel', session_id: 's1', reason: 'not acknowledged in time' }])
+    expect(h.state('s1')).toMatchObject({ state: 'queued', runner_id: null })
+  })
+
   it('status reports move the hub row when the session takes them; a refused report cancels unless the session is already there', async () => {
     const h = hub()
     await h.connect('R1')

@@ -329,6 +329,11 @@ export class RunnerRegistry {
     )
   }
 
+  /** The assignment went out now: its acknowledgement deadline counts from here. */
+  sentAt(sessionId: string, now: number): void {
+    this.#sql.run("UPDATE hub_sessions SET assigned_at = ? WHERE session_id = ? AND state = 'assigned'", now, sessionId)
+  }
+
   setState(sessionId: string, state: HubSessionState): void {
     this.#sql.run('UPDATE hub_sessions SET state = ? WHERE session_id = ?', state, sessionId)
   }
