@@ -67,7 +67,8 @@ interface Materialized {
   bytes: number
 }
 
-interface CompletionRow {
+/** One row of `rg_completions` as stored. */
+export interface CompletionRow {
   [key: string]: SqlValue
   seq: number
   completion_id: string

@@ -16,7 +16,7 @@
  * synchronous.
  */
 import type { CompletionRecord } from '../../contract/completion-record.ts'
-import type { CompletionLog } from './completion-log.ts'
+import type { CompletionLog, CompletionRow } from './completion-log.ts'
 import { RequestParser, type SharedPrefix } from './request-messages.ts'
 import type { Sql } from './sql.ts'
 import { unpackLogprobs, unpackTokens } from './token-codec.ts'
@@ -30,43 +30,43 @@ const SMALL_MIDDLE_CHARS = 4096
 /** Prompt tokens kept in memory at most (8 MB, packed). */
 export const PROMPT_CACHE_TOKENS = 2_000_000
 
-interface LightRow {
-  [key: string]: string | number | null | ArrayBuffer
-  seq: number
-  completion_id: string
-  created_at: string
-  api: string
-  agent: string
-  model_requested: string
-  model_used: string
-  stream: number
-  status: string
-  trainable: number
-  finish_reason: string | null
-  stop_reason: string | null
-  prompt_parent: number | null
-  prompt_shared: number
-  prompt_length: number | null
-  request_base: number
-  request_prefix: number
-  request_suffix: number
-  request_length: number | null
-  original_prefix: number
-  original_length: number | null
-  /** Only when short (a served model name): null otherwise. */
-  request_middle: string | null
-  response_tokens: ArrayBuffer | null
-  logprobs: ArrayBuffer | null
-  logprobs_format: number
-  spilled: string | null
-  response_message: string | null
-  usage: string | null
-  warnings: string
-  error: string | null
-  timing: string
-  provenance: string
-  metadata: string
-}
+/** The columns `LIGHT_COLUMNS` reads (`request_middle` only when short, a served model name: null otherwise). */
+type LightRow = Pick<
+  CompletionRow,
+  | 'seq'
+  | 'completion_id'
+  | 'created_at'
+  | 'api'
+  | 'agent'
+  | 'model_requested'
+  | 'model_used'
+  | 'stream'
+  | 'status'
+  | 'trainable'
+  | 'finish_reason'
+  | 'stop_reason'
+  | 'prompt_parent'
+  | 'prompt_shared'
+  | 'prompt_length'
+  | 'request_base'
+  | 'request_prefix'
+  | 'request_suffix'
+  | 'request_length'
+  | 'original_prefix'
+  | 'original_length'
+  | 'request_middle'
+  | 'response_tokens'
+  | 'logprobs'
+  | 'logprobs_format'
+  | 'spilled'
+  | 'response_message'
+  | 'usage'
+  | 'warnings'
+  | 'error'
+  | 'timing'
+  | 'provenance'
+  | 'metadata'
+>
 
 interface TokenRow {
   [key: string]: string | number | null | ArrayBuffer
