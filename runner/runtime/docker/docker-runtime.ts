@@ -159,7 +159,15 @@ export class DockerRuntime extends ContainerRuntime {
           kill: () => this.killExec(join(controlDir, pidfile), `${HELPER_CONTROL_DIR}/${pidfile}`, ended),
           done: ended,
           finished: Promise.all([ended, stdout.consume(out), stderr.consume(err)]),
-          exitCode: async () => (await exec.inspect()).ExitCode ?? -1,
+          // A stop that removes the container also removes its exec instances (404): the command was killed.
+          exitCode: async () =>
+            exec.inspect().then(
+              (info) => info.ExitCode ?? -1,
+              (error: { statusCode?: number }) => {
+                if (error.statusCode === 404) return -1
+                throw error
+              },
+            ),
         }
       })
     } finally {
