@@ -19,7 +19,17 @@ import { type BlobStore, completionBlobKey, SPILL_THRESHOLD_BYTES, storedSize } 
 import type { CompletionInput } from './record.ts'
 import type { Sql, SqlValue } from './sql.ts'
 import { type ChainBase, type ChainLevel, resolveChain } from './delta-chain.ts'
-import { applyTextDelta, diffText } from './text-delta.ts'
+import {
+  type Coding,
+  extendLayout,
+  layoutOf,
+  type MessageIndex,
+  type MessageLayout,
+  mapCoded,
+  messageIndex,
+  sliceCoded,
+} from './message-layout.ts'
+import { applyTextDelta, commonPrefix, diffText, type TextDelta } from './text-delta.ts'
 import { canonicalPromptText, type PromptText, parsePromptText, parsePromptTextAgainst, sharedPromptIds } from './prompt-ids.ts'
 import { commonPrefixLength, packLogprobs, packTokens, unpackLogprobs, unpackTokens } from './token-codec.ts'
 
@@ -64,6 +74,10 @@ interface Materialized {
   promptText: PromptText | null
   requestText: string
   originalText: string
+  /** Where `requestText`'s messages lie (worked out when first asked for: entries read from storage). */
+  layout?: MessageLayout | null
+  /** How `requestText` is coded against `originalText` (entries recorded in this wake, coded that way). */
+  served?: { delta: TextDelta; shift: number }
   bytes: number
 }
 
@@ -100,6 +114,8 @@ export interface CompletionRow {
   /** Body lengths (UTF-16 units); null on rows written before schema v2. */
   request_length: number | null
   original_length: number | null
+  /** `MessageIndex` of the upstream body as JSON (`message-layout.ts`); null before schema v3 or without `messages`. */
+  request_messages: string | null
   spilled: string | null
   response_message: string | null
   usage: string | null
@@ -218,6 +234,7 @@ export class CompletionLog {
     const requestBase = fromParent && fromParent.middle.length < fromOriginal.middle.length ? REQUEST_BASE_PARENT : REQUEST_BASE_ORIGINAL
     const request = requestBase === REQUEST_BASE_PARENT && fromParent ? fromParent : fromOriginal
     const logprobs = packLogprobs(input.response_logprobs)
+    const messages = this.#indexMessages(base, requestText, input.original_text, requestBase === REQUEST_BASE_PARENT, request, original)
 
     const fields: Record<string, ArrayBuffer | string | null> = {
       prompt_suffix: promptIds ? packTokens(prompt.subarray(shared)) : null,
@@ -249,6 +266,7 @@ export class CompletionLog {
       provenance: JSON.stringify(input.provenance),
       metadata: JSON.stringify(input.metadata),
       spilled: Object.keys(spilled).length ? JSON.stringify(spilled) : null,
+      request_messages: messages ? JSON.stringify(messages.index) : null,
     }
     for (const value of Object.values(json)) storedBytes += value?.length ?? 0
 
@@ -256,9 +274,9 @@ export class CompletionLog {
       `INSERT INTO rg_completions (seq, completion_id, created_at, api, agent, model_requested, model_used, stream,
         status, trainable, finish_reason, stop_reason, delta_depth, prompt_parent, prompt_shared, prompt_length,
         prompt_suffix, response_tokens, logprobs, logprobs_format, request_base, request_prefix, request_suffix, request_middle,
-        original_prefix, original_suffix, original_middle, request_length, original_length, spilled, response_message,
-        usage, warnings, error, timing, provenance, metadata)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        original_prefix, original_suffix, original_middle, request_length, original_length, request_messages, spilled,
+        response_message, usage, warnings, error, timing, provenance, metadata)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       seq,
       input.completion_id,
       input.timestamp,
@@ -288,6 +306,7 @@ export class CompletionLog {
       fields.original_middle as string | null,
       requestText.length,
       input.original_text.length,
+      json.request_messages,
       json.spilled,
       json.response_message,
       json.usage,
@@ -308,7 +327,15 @@ export class CompletionLog {
       promptText: read.text,
       requestText: requestText,
       originalText: input.original_text,
-      bytes: prompt.length * 4 + (requestText.length + input.original_text.length) * 2 + promptTextBytes(read.text),
+      layout: messages?.layout ?? null,
+      ...(requestBase === REQUEST_BASE_ORIGINAL
+        ? { served: { delta: request, shift: input.original_text.length - requestText.length } }
+        : {}),
+      bytes:
+        prompt.length * 4 +
+        (requestText.length + input.original_text.length) * 2 +
+        promptTextBytes(read.text) +
+        (messages?.layout.ends.byteLength ?? 0),
     })
     this.#sessionBytes = sessionBytesBefore + storedBytes
     return { seq, completion_id: input.completion_id, stored_bytes: storedBytes, session_bytes: this.#sessionBytes, duplicate: false }
@@ -425,7 +452,8 @@ export class CompletionLog {
         COALESCE(SUM(prompt_length - prompt_shared), 0) AS unique_prompt_tokens,
         COALESCE(SUM(LENGTH(response_tokens)), 0) / 4 AS output_tokens,
         COALESCE(SUM(LENGTH(prompt_suffix) + LENGTH(response_tokens) + COALESCE(LENGTH(logprobs), 0)), 0) AS token_bytes,
-        COALESCE(SUM(LENGTH(CAST(request_middle AS BLOB)) + LENGTH(CAST(original_middle AS BLOB))), 0) AS text_bytes,
+        COALESCE(SUM(LENGTH(CAST(request_middle AS BLOB)) + LENGTH(CAST(original_middle AS BLOB))
+          + COALESCE(LENGTH(CAST(request_messages AS BLOB)), 0)), 0) AS text_bytes,
         COALESCE(SUM(LENGTH(response_message) + LENGTH(usage) + LENGTH(warnings) + LENGTH(timing)
           + LENGTH(provenance) + LENGTH(metadata) + LENGTH(completion_id) + LENGTH(created_at)), 0) AS metadata_bytes,
         COALESCE(SUM(spilled IS NOT NULL), 0) AS spilled_objects
@@ -495,6 +523,65 @@ export class CompletionLog {
       : parsePromptText(text)
     this.lastPromptRead = { copied: parsed.copied, parsedChars: parsed.parsedChars }
     return { ids: parsed.ids, text: parsed.text, known, unreadable: parsed.unreadable }
+  }
+
+  /**
+   * Where the upstream body's messages lie, and where the text of the messages it adds to its base's is
+   * stored (`message-layout.ts`): a build then parses only those. Costs the new elements (plus one compare
+   * of the body with its base's) when the body extends the base's; one scan of the body otherwise.
+   */
+  #indexMessages(
+    base: Materialized | null,
+    requestText: string,
+    originalText: string,
+    fromParent: boolean,
+    request: TextDelta,
+    original: TextDelta,
+  ): { layout: MessageLayout; index: MessageIndex } | null {
+    const baseLayout = base ? this.#layoutOf(base) : null
+    const shared =
+      base === null ? 0 : fromParent ? request.prefix : this.#sharedServedPrefix(base, requestText, originalText, request, original)
+    // The body as sent is its base text with a new middle (`request`): slices of it are built from those parts.
+    const codedOn = fromParent ? (base as Materialized).requestText : originalText
+    const extended = extendLayout(baseLayout, requestText, (start) => sliceCoded(codedOn, request, start), shared)
+    if (extended === null) return null
+    const originalCoding: Coding = { delta: original, base: base?.originalText ?? null, field: 'o' }
+    const coding: Coding = fromParent
+      ? { delta: request, base: (base as Materialized).requestText, field: 'q' }
+      : { delta: request, base: originalText, field: 'q', below: (start, end, out) => mapCoded(start, end, originalCoding, out) }
+    return { layout: extended.layout, index: messageIndex(extended.layout, extended.kept, extended.same, coding) }
+  }
+
+  /**
+   * How many leading characters a body coded against its own original shares with its base's body, at least:
+   * both map their first characters straight to their originals, which share `original.prefix`; with the
+   * same edit (prefix, middle, shift) they agree past the middle too. Without the base's coding: compared.
+   */
+  #sharedServedPrefix(base: Materialized, requestText: string, originalText: string, request: TextDelta, original: TextDelta): number {
+    const served = base.served
+    if (served === undefined) return commonPrefix(base.requestText, requestText)
+    let shared = Math.min(request.prefix, served.delta.prefix, original.prefix)
+    // Past the middle, request position i is original position i + shift.
+    const shift = originalText.length - requestText.length
+    if (
+      request.prefix === served.delta.prefix &&
+      request.middle === served.delta.middle &&
+      shift === served.shift &&
+      request.prefix <= original.prefix
+    ) {
+      shared = Math.max(shared, request.prefix + request.middle.length, original.prefix - shift)
+    }
+    return Math.min(shared, requestText.length, base.requestText.length)
+  }
+
+  /** A cached body's messages layout, scanned the first time it is asked for (entries read from storage). */
+  #layoutOf(entry: Materialized): MessageLayout | null {
+    if (entry.layout !== undefined) return entry.layout
+    entry.layout = layoutOf(entry.requestText)
+    const bytes = entry.layout?.ends.byteLength ?? 0
+    entry.bytes += bytes
+    if (this.#cache.get(entry.seq) === entry) this.#cacheBytes += bytes
+    return entry.layout
   }
 
   /** A cached prompt's text, written canonically the first time it is asked for (entries read from storage). */

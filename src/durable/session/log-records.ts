@@ -17,6 +17,7 @@
  */
 import type { CompletionRecord } from '../../contract/completion-record.ts'
 import type { CompletionLog, CompletionRow } from './completion-log.ts'
+import { type MessageIndex, readTail } from './message-layout.ts'
 import { RequestParser, type SharedPrefix } from './request-messages.ts'
 import type { Sql } from './sql.ts'
 import { unpackLogprobs, unpackTokens } from './token-codec.ts'
@@ -26,6 +27,9 @@ const REQUEST_BASE_PARENT = 0
 
 /** Request middles read with the small fields (a served model name); longer ones give no shared-prefix hint. */
 const SMALL_MIDDLE_CHARS = 4096
+
+/** Loaded requests kept whole (as the bases of the next records' messages): a few, for interleaved agents. */
+const LOADED_REQUESTS = 8
 
 /** Prompt tokens kept in memory at most (8 MB, packed). */
 export const PROMPT_CACHE_TOKENS = 2_000_000
@@ -55,6 +59,7 @@ type LightRow = Pick<
   | 'original_prefix'
   | 'original_length'
   | 'request_middle'
+  | 'request_messages'
   | 'response_tokens'
   | 'logprobs'
   | 'logprobs_format'
@@ -80,13 +85,15 @@ const LIGHT_COLUMNS = `seq, completion_id, created_at, api, agent, model_request
   finish_reason, stop_reason, prompt_parent, prompt_shared, prompt_length, response_tokens, logprobs, logprobs_format,
   request_base, request_prefix, request_suffix, request_length, original_prefix, original_length,
   CASE WHEN LENGTH(request_middle) <= ${SMALL_MIDDLE_CHARS} THEN request_middle END AS request_middle,
-  spilled, response_message, usage, warnings, error, timing, provenance, metadata`
+  request_messages, spilled, response_message, usage, warnings, error, timing, provenance, metadata`
 
 /** Prompts by seq, least recently used first, bounded in tokens. */
 class PromptCache {
   readonly #sql: Sql
   readonly #spilledSuffixes: Map<number, Uint32Array>
   readonly #entries = new Map<number, Uint32Array>()
+  /** Tokens written so far in each prompt buffer (`#append` extends a buffer only at its end). */
+  readonly #used = new WeakMap<ArrayBufferLike, number>()
   #tokens = 0
   /** Prompts rebuilt from the log (a measure of the cache's hit rate in tests and benchmarks). */
   loads = 0
@@ -104,6 +111,7 @@ class PromptCache {
       return hit
     }
     const prompt = this.#resolve(seq)
+    if (!this.#used.has(prompt.buffer)) this.#used.set(prompt.buffer, prompt.length)
     this.loads++
     this.#entries.set(seq, prompt)
     this.#tokens += prompt.length
@@ -131,7 +139,14 @@ class PromptCache {
   /** prompt = parent prompt[0:shared] + suffix, walking back until the prefix still needed is known. */
   #resolve(seq: number): Uint32Array {
     const row = this.#row(seq)
-    const prompt = new Uint32Array(row.prompt_length ?? 0)
+    const length = row.prompt_length ?? 0
+    // The usual next turn extends its parent's whole prompt: append in place, when nothing was appended there yet.
+    const parent = row.prompt_parent === null ? undefined : this.#entries.get(row.prompt_parent)
+    if (parent !== undefined && row.prompt_shared === parent.length && row.prompt_shared > 0) {
+      const extended = this.#append(parent, this.#suffix(seq, row), length)
+      if (extended !== null) return extended
+    }
+    const prompt = new Uint32Array(length)
     let need = prompt.length
     let level: TokenRow = row
     let levelSeq = seq
@@ -151,6 +166,25 @@ class PromptCache {
       levelSeq = level.prompt_parent
       level = this.#row(levelSeq)
     }
+  }
+
+  /**
+   * `parent` + `suffix` as a view of the buffer `parent` views, when no other prompt was appended to it yet
+   * (views already handed out never change: they end before the appended tokens). The buffer grows by
+   * doubling, so a conversation's prompts cost their new tokens, not a copy of the context each.
+   */
+  #append(parent: Uint32Array, suffix: Uint32Array, length: number): Uint32Array | null {
+    const used = this.#used.get(parent.buffer)
+    if (used !== parent.length || parent.byteOffset !== 0 || suffix.length !== length - parent.length) return null
+    let data = new Uint32Array(parent.buffer)
+    if (data.length < length) {
+      const grown = new Uint32Array(Math.max(length, data.length * 2))
+      grown.set(parent)
+      data = grown
+    }
+    data.set(suffix, parent.length)
+    this.#used.set(data.buffer, length)
+    return data.subarray(0, length)
   }
 }
 
@@ -172,6 +206,10 @@ class LogRecord implements CompletionRecord {
   readonly #prompts: PromptCache
   /** How the request body is delta-coded (see `CompletionLog.record`). */
   readonly textDelta: TextCoding
+  /** Where its messages lie (`message-layout.ts`); null on rows written before schema v3. */
+  readonly messageIndex: MessageIndex | null
+  /** R2 keys of fields spilled out of the row (null: none). */
+  readonly spilledKeys: Record<string, string> | null
   completion_id: string
   session_id: string
   seq: number
@@ -213,6 +251,8 @@ class LogRecord implements CompletionRecord {
       originalPrefix: row.original_prefix,
       originalLength: row.original_length,
     }
+    this.messageIndex = row.request_messages ? (JSON.parse(row.request_messages) as MessageIndex) : null
+    this.spilledKeys = row.spilled ? (JSON.parse(row.spilled) as Record<string, string>) : null
     this.completion_id = row.completion_id
     this.session_id = sessionId
     this.seq = row.seq
@@ -271,6 +311,10 @@ export class LogRecords {
   /** Consecutive bodies of a conversation: only appended messages are parsed. */
   readonly #requests = new RequestParser()
   readonly #bySeq = new Map<number, LogRecord>()
+  /** Recently loaded requests, whole, by seq (oldest first). */
+  readonly #loaded = new Map<number, Record<string, unknown>>()
+  /** Requests loaded from their parent's messages and their new ones (not from the whole body). */
+  indexedLoads = 0
 
   constructor(log: CompletionLog) {
     this.#log = log
@@ -318,19 +362,72 @@ export class LogRecords {
     return records
   }
 
-  /** Load the record's request (messages and tools) for the builder. */
+  /**
+   * Load the record's request (messages and tools) for the builder: from its delta parent's messages and
+   * the text of the messages it adds (`MessageIndex`) when the parent was loaded recently; else from the
+   * whole body (parsed incrementally against the previous one).
+   */
   async load(record: CompletionRecord): Promise<void> {
     const target = record as LogRecord
-    let text: string
+    let request = await this.#fromIndex(target)
+    if (request === null) {
+      let text: string
+      try {
+        text = await this.#log.requestText(record.seq)
+      } catch (error) {
+        throw new LogReadError(error)
+      }
+      // Only `messages` and `tools` are read by the builders; the keys the served record drops
+      // (engine capture parameters, `stream`) are left in.
+      request = this.#requests.parse(text, record.seq, this.#sharedPrefix(target))
+    } else {
+      this.indexedLoads++
+    }
+    target.request = request
+    target.prompt_message_count = undefined
+    this.#remember(record.seq, request)
+  }
+
+  /** The request from the parent's loaded messages plus the new ones (`MessageIndex`), or null when that cannot be done. */
+  async #fromIndex(record: LogRecord): Promise<Record<string, unknown> | null> {
+    const index = record.messageIndex
+    const parentSeq = record.textDelta.parent
+    if (index === null || index.tail === null || !index.same || parentSeq === null) return null
+    const parent = this.#loaded.get(parentSeq)
+    if (parent === undefined || !Array.isArray(parent.messages) || parent.messages.length < index.k) return null
+    let requestMiddle = ''
+    let originalMiddle = ''
+    if (index.tail.some((piece) => typeof piece !== 'string')) {
+      const middles = reading(() =>
+        this.#log.storage.sql.first<{ request_middle: string | null; original_middle: string | null }>(
+          'SELECT request_middle, original_middle FROM rg_completions WHERE seq = ?',
+          record.seq,
+        ),
+      )
+      requestMiddle = middles?.request_middle ?? (await this.#spilledText(record, 'request_middle'))
+      originalMiddle = middles?.original_middle ?? (await this.#spilledText(record, 'original_middle'))
+    }
+    const tail = readTail(index as MessageIndex & { tail: NonNullable<MessageIndex['tail']> }, requestMiddle, originalMiddle)
+    const messages = index.k === 0 ? tail : (parent.messages as unknown[]).slice(0, index.k).concat(tail)
+    if (messages.length !== index.n) return null
+    return { ...parent, messages }
+  }
+
+  async #spilledText(record: LogRecord, field: string): Promise<string> {
+    const key = record.spilledKeys?.[field]
+    if (!key) return ''
     try {
-      text = await this.#log.requestText(record.seq)
+      return await this.#log.storage.blobs.getText(key)
     } catch (error) {
       throw new LogReadError(error)
     }
-    // Only `messages` and `tools` are read by the builders; the keys the served record drops
-    // (engine capture parameters, `stream`) are left in.
-    target.request = this.#requests.parse(text, record.seq, this.#sharedPrefix(target))
-    target.prompt_message_count = undefined
+  }
+
+  /** Keep the last few loaded requests whole (their messages are the next records' first ones). */
+  #remember(seq: number, request: Record<string, unknown>): void {
+    this.#loaded.delete(seq)
+    this.#loaded.set(seq, request)
+    if (this.#loaded.size > LOADED_REQUESTS) this.#loaded.delete(this.#loaded.keys().next().value as number)
   }
 
   /**

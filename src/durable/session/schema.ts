@@ -52,6 +52,9 @@ export const MIGRATIONS: readonly string[] = [
   // each body's length. Rows without lengths (written by v1) are read the v1 way.
   `ALTER TABLE rg_completions ADD COLUMN request_length INTEGER;
    ALTER TABLE rg_completions ADD COLUMN original_length INTEGER;`,
+  // v3: where each upstream body's messages lie and where the text of the messages it adds is stored
+  // (\`message-layout.ts\`), so a build parses only new messages. Rows without it (v1, v2) are read whole.
+  `ALTER TABLE rg_completions ADD COLUMN request_messages TEXT;`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

@@ -21,7 +21,7 @@ import type { CompletionInput } from '../../../src/durable/session/record.ts'
 import { ensureSchema } from '../../../src/durable/session/schema.ts'
 import { JSON_ARRAY_SLICE, jsonChunks, trajectoryChunks } from '../../../src/durable/session/trajectory-stream.ts'
 import { reconstructTrajectory } from '../../../src/reconstruct/index.ts'
-import { completionInput, growingSessionInputs } from '../../support/records.ts'
+import { completionInput, growingSession, growingSessionInputs } from '../../support/records.ts'
 import { type SimOptions, simulateSession } from '../reconstruct-support/simulate-tokens.ts'
 
 const SESSION = { session_id: 'ses_stream', task_id: 'task-stream', metadata: { group_id: 'g1' } }
@@ -138,7 +138,93 @@ describe('streamed prefix_merging', () => {
         expect(record.request.messages).toEqual((await log.get(record.seq))?.request.messages)
         source.reduce(record)
       }
-      expect(source.wholeRequestParses).toBeGreaterThanOrEqual(2)
+      // The first body is read whole; the others from their parent's messages and the new ones (the history
+      // edit too: its new text is the edited message and those after it).
+      expect(source.wholeRequestParses).toBe(1)
+      expect(source.indexedLoads).toBe(inputs.length - 1)
+    }
+  })
+
+  it('loads bodies of any shape from the message index: appends, rewrites, dropped turns, changed keys, spaces', async () => {
+    type Op = 'append' | 'edit' | 'drop' | 'tools' | 'spaced' | 'same'
+    const ops = fc.array(fc.constantFrom<Op>('append', 'append', 'append', 'edit', 'drop', 'tools', 'spaced', 'same'), {
+      minLength: 2,
+      maxLength: 14,
+    })
+    await fc.assert(
+      fc.asyncProperty(ops, fc.constantFrom('own', 'model', 'keys'), async (steps, served) => {
+        const messages: Record<string, unknown>[] = [
+          { role: 'system', content: 'sys' },
+          { role: 'user', content: 'go' },
+        ]
+        let tools: unknown[] = [{ type: 'function', function: { name: 'bash' } }]
+        let space: string | undefined
+        const prompt: number[] = Array.from({ length: 12 }, (_, i) => i + 1)
+        const inputs: CompletionInput[] = []
+        for (const [turn, op] of steps.entries()) {
+          if (op === 'append') messages.push({ role: 'assistant', content: `a${turn} "x"}` }, { role: 'tool', content: `out ${turn} ☃` })
+          if (op === 'edit' && messages.length > 2) messages[messages.length - 2] = { role: 'assistant', content: `edited ${turn}` }
+          if (op === 'drop' && messages.length > 3) messages.splice(-2, 2)
+          if (op === 'tools') tools = [...tools, { type: 'function', function: { name: `t${turn}` } }]
+          if (op === 'spaced') space = space ? undefined : ' '
+          const body = (model: string, keys: boolean) =>
+            JSON.stringify({ model, messages, tools, ...(keys ? { logprobs: true } : {}) }, null, space)
+          const original = body('gpt-test', false)
+          prompt.push(100 + turn, 200 + turn)
+          inputs.push(
+            completionInput({
+              completion_id: `c${turn}`,
+              prompt_token_ids: Uint32Array.from(prompt),
+              original_text: original,
+              request_text: served === 'own' ? original : body('Qwen/Qwen3-8B', served === 'keys'),
+            }),
+          )
+        }
+        const { log } = await logOf(inputs)
+        const source = new LogRecords(log)
+        for (const record of await source.open()) {
+          await source.load(record)
+          const expected = (await log.get(record.seq))?.request
+          expect(record.request.messages).toEqual(expected?.messages)
+          expect(record.request.tools).toEqual(expected?.tools)
+          source.reduce(record)
+        }
+        // Appends onto an unchanged body are read from the index, never whole.
+        if (steps.every((op) => op === 'append')) expect(source.wholeRequestParses).toBe(1)
+      }),
+      { numRuns: 80 },
+    )
+  })
+
+  it('finalizes a session written before schema v3 (no message index) after the migration, and indexes new turns', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rollgate-v2-'))
+    try {
+      const path = join(dir, 'session.sqlite')
+      const inputs = growingSession(30, 400, 60, 20)
+      // A v2 session: written, then the v3 column dropped and the version set back.
+      const { db } = await logOf(inputs.slice(0, 20), path)
+      db.exec('ALTER TABLE rg_completions DROP COLUMN request_messages')
+      db.exec('UPDATE rg_schema SET version = 2')
+      db.close()
+      const { sql } = nodeSql(path)
+      ensureSchema(sql)
+      expect(sql.first<{ version: number }>('SELECT version FROM rg_schema')?.version).toBe(3)
+      const log = new CompletionLog(sql, new BlobStore(new MemoryBucket()), SESSION.session_id)
+      for (const input of inputs.slice(20)) await log.record(input)
+      const indexed = sql.all<{ seq: number }>('SELECT seq FROM rg_completions WHERE request_messages IS NOT NULL')
+      expect(indexed.map((row) => row.seq)).toEqual(Array.from({ length: 10 }, (_, i) => 20 + i))
+      for (const config of [{ preset: 'tolerant' }, { preset: 'exact' }]) {
+        expect(await streamed(log, config)).toBe(await inMemory(log, config))
+      }
+      const source = new LogRecords(log)
+      for (const record of await source.open()) {
+        await source.load(record)
+        source.reduce(record)
+      }
+      // Old rows are read whole (incrementally against the previous body); new rows from the index.
+      expect(source.indexedLoads).toBe(10)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 
