@@ -22,24 +22,14 @@
  * ≤ 3 ms at 54 KB (concurrency 1), and tunnelled throughput is ≥ 0.8× direct (concurrency 32), each
  * with its measured value and whether it is met.
  */
-import { mkdtempSync, rmSync } from 'node:fs'
 import { Agent } from 'node:http'
-import { loadavg, tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { loadavg } from 'node:os'
 import { parseArgs } from 'node:util'
-import type { SessionAssignment } from '../src/contract/runner-protocol.ts'
-import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
-import { startEdge } from '../scripts/lib/processes.ts'
 import { chatBody } from './lib/chat-bodies.ts'
-import { startStub } from './lib/start-stub.ts'
 import { type LoadResult, type LoadTarget, once, runLoad } from './lib/load.ts'
 import { cpuMs, workerdPids } from './lib/proc-stats.ts'
-import { startTunnelRunner, type TunnelRunner } from './lib/tunnel-runner.ts'
+import { SESSIONS_PER_ROUTE, startTunnelStack } from './lib/tunnel-stack.ts'
 
-const ADMIN_TOKEN = 'bench-admin-token'
-const RUNNER_TOKEN = 'bench-runner-token'
-const SESSIONS_PER_ROUTE = 32
-const SETUP_TIMEOUT_MS = 60_000
 const SIZES: Record<string, number> = { '2KB': 2 * 1024, '54KB': 54 * 1024, '524KB': 524 * 1024 }
 
 const { values } = parseArgs({
@@ -51,46 +41,10 @@ const { values } = parseArgs({
     /** `miniflare` (workerd directly) or `wrangler` (`wrangler dev`, adds its dev-server proxy). */
     runtime: { type: 'string', default: 'miniflare' },
     sizes: { type: 'string', default: '2KB,54KB' },
+    /** Paths to measure (`direct` and `tunnel` always are): upstream, bare_session, direct, tunnel_v1, tunnel. */
+    paths: { type: 'string', default: 'upstream,bare_session,direct,tunnel_v1,tunnel' },
   },
 })
-
-async function admin(edgeUrl: string, path: string, body?: unknown): Promise<Response> {
-  return fetch(`${edgeUrl}${path}`, {
-    method: body === undefined ? 'GET' : 'POST',
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-  })
-}
-
-/** Submit a task of `SESSIONS_PER_ROUTE` samples and walk every session to RUNNING on `runner`. */
-async function runningSessions(
-  edgeUrl: string,
-  runner: TunnelRunner,
-  taskId: string,
-  upstream: Record<string, unknown>,
-): Promise<SessionAssignment[]> {
-  const res = await admin(edgeUrl, '/rollout/task/submit', {
-    task_id: taskId,
-    instruction: 'benchmark',
-    num_samples: SESSIONS_PER_ROUTE,
-    timeout_seconds: 3600,
-    agent: { harness: 'bench' },
-    upstream,
-  })
-  if (res.status !== 200) throw new Error(`submit ${taskId}: ${res.status} ${await res.text()}`)
-  const sessions: SessionAssignment[] = []
-  sessions.push(...(await runner.take(taskId, SESSIONS_PER_ROUTE)))
-  const deadline = Date.now() + SETUP_TIMEOUT_MS
-  for (const session of sessions) {
-    for (;;) {
-      const info = (await (await admin(edgeUrl, `/rollout/session/${session.session_id}`)).json()) as { status: string }
-      if (info.status === 'RUNNING') break
-      if (Date.now() > deadline) throw new Error(`session ${session.session_id} not RUNNING in time (${info.status})`)
-      await new Promise((resolve) => setTimeout(resolve, 20))
-    }
-  }
-  return sessions
-}
 
 function median(results: LoadResult[]): LoadResult {
   const pick = (key: keyof LoadResult) => results.map((r) => r[key]).sort((a, b) => a - b)[Math.floor(results.length / 2)] as number
@@ -168,38 +122,17 @@ function targets(figures: Record<string, unknown>): Record<string, Target> {
     throughput_ratio_c32: target(ratios.length ? Math.min(...ratios) : undefined, 0.8, 'min'),
   }
 }
-const stub = await startStub()
-const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-bench-tunnel-'))
-const vars = {
-  ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN,
-  ROLLGATE_SIGNING_KEY: 'bench-signing-key',
-  ROLLGATE_RUNNER_TOKEN: RUNNER_TOKEN,
-  ROLLGATE_UPSTREAM_URL: stub.url,
-  ROLLGATE_SERVED_MODEL: 'Qwen/Qwen3-8B',
-}
-const edge = values.runtime === 'wrangler' ? await startEdge({ persistTo, vars }) : await startMiniflareEdge({ persistTo, vars })
-console.log(`edge runtime: ${values.runtime} at ${edge.url}; upstream stub at ${stub.url}`)
-/**
- * Runner A holds the `tunnel` and `direct` sessions and is then full (admission limit = init + ready +
- * run + postrun = 64), so the `tunnel_v1` sessions submitted after runner B connected all go to B.
- */
-const capacity = { max_init_workers: 1, max_run_workers: 2 * SESSIONS_PER_ROUTE - 2, max_postrun_workers: 1, ready_buffer: 0 }
-const runnerOptions = { edgeUrl: edge.url, token: RUNNER_TOKEN, capacity, engineUrl: stub.url, reconnect: false }
-// The new runner as `rollgate runner` connects (no permessage-deflate); the v1 one as runners did before.
-let runner: TunnelRunner | null = null
-let runnerV1: TunnelRunner | null = null
+const stack = await startTunnelStack({
+  runtime: values.runtime === 'wrangler' ? 'wrangler' : 'miniflare',
+  // The per-request log lines would drown the figures (warnings and errors still show).
+  onLog: (level, message) => {
+    if (level === 'warn' || level === 'error') console.error(message)
+  },
+})
+const { runner, runnerV1, tokens } = stack
+console.log(`edge runtime: ${values.runtime} at ${stack.edge.url}; upstream stub at ${stack.stubUrl}`)
 const figures: Record<string, unknown> = { runtime: values.runtime, sessions_per_route: SESSIONS_PER_ROUTE, loadavg_start: loadavg() }
 try {
-  runner = await startTunnelRunner({ ...runnerOptions, runnerId: 'bench-runner', tunnel: 'credit', deflate: false })
-  const tunnelled = await runningSessions(edge.url, runner, 'bench-tunnel', { route: 'runner' })
-  const direct = await runningSessions(edge.url, runner, 'bench-direct', { route: 'direct', url: stub.url, served_model: 'Qwen/Qwen3-8B' })
-  runnerV1 = await startTunnelRunner({ ...runnerOptions, runnerId: 'bench-runner-v1', tunnel: 'v1' })
-  const tunnelledV1 = await runningSessions(edge.url, runnerV1, 'bench-tunnel-v1', { route: 'runner' })
-  const bare: string[] = []
-  for (let i = 0; i < SESSIONS_PER_ROUTE; i++) {
-    const res = await admin(edge.url, '/v1/sessions', { upstream: { url: stub.url, kind: 'vllm', served_model: 'Qwen/Qwen3-8B' } })
-    bare.push(((await res.json()) as { token: string }).token)
-  }
   const workerd = workerdPids()
   const rounds = Number(values.rounds)
   const maxMs = Number(values['max-seconds']) * 1000
@@ -208,17 +141,19 @@ try {
     const viaEdge =
       (tokens: string[]) =>
       (worker: number): LoadTarget => ({
-        url: `${edge.url}/v1/chat/completions`,
+        url: `${stack.edge.url}/v1/chat/completions`,
         headers: { authorization: `Bearer ${tokens[worker % tokens.length]}` },
         body,
       })
-    const targets: Record<string, (worker: number) => LoadTarget> = {
-      upstream: () => ({ url: `${stub.url}/v1/chat/completions`, headers: {}, body }),
-      bare_session: viaEdge(bare),
-      direct: viaEdge(direct.map((session) => session.token)),
-      tunnel_v1: viaEdge(tunnelledV1.map((session) => session.token)),
-      tunnel: viaEdge(tunnelled.map((session) => session.token)),
+    const allTargets: Record<string, (worker: number) => LoadTarget> = {
+      upstream: () => ({ url: `${stack.stubUrl}/v1/chat/completions`, headers: {}, body }),
+      bare_session: viaEdge(tokens.bare),
+      direct: viaEdge(tokens.direct),
+      tunnel_v1: viaEdge(tokens.tunnel_v1),
+      tunnel: viaEdge(tokens.tunnel),
     }
+    const wanted = new Set(['direct', 'tunnel', ...(values.paths ?? '').split(',')])
+    const targets = Object.fromEntries(Object.entries(allTargets).filter(([name]) => wanted.has(name)))
 
     // Concurrency 1: paired.
     const c1Count = Number(values['c1-count'])
@@ -235,8 +170,8 @@ try {
       p50_ms: p50s,
       p99_ms: Object.fromEntries(Object.entries(l).map(([name, list]) => [name, round3(percentile(list, 99))])),
       tunnel_added_p50_ms: round3(pairedDiff(l.tunnel as number[], l.direct as number[])),
-      tunnel_v1_added_p50_ms: round3(pairedDiff(l.tunnel_v1 as number[], l.direct as number[])),
-      admission_added_p50_ms: round3(pairedDiff(l.direct as number[], l.bare_session as number[])),
+      tunnel_v1_added_p50_ms: l.tunnel_v1 ? round3(pairedDiff(l.tunnel_v1, l.direct as number[])) : null,
+      admission_added_p50_ms: l.bare_session ? round3(pairedDiff(l.direct as number[], l.bare_session)) : null,
     }
     const c1 = figures[c1Key] as Record<string, number>
     console.log(
@@ -244,7 +179,7 @@ try {
         .map(([name, value]) => `${name} ${value.toFixed(2)}`)
         .join(
           ' | ',
-        )} | paired: tunnel adds ${c1.tunnel_added_p50_ms} ms, v1 adds ${c1.tunnel_v1_added_p50_ms} ms (errors ${paired.errors})`,
+        )} | paired: tunnel adds ${c1.tunnel_added_p50_ms} ms, v1 adds ${c1.tunnel_v1_added_p50_ms ?? '-'} ms (errors ${paired.errors})`,
     )
 
     // Concurrency 32: rounds, alternating the paths so drift hits all of them alike.
@@ -277,7 +212,7 @@ try {
     const key = `${sizeName}_c${concurrency}`
     const d = merged.direct as LoadResult
     const t = merged.tunnel as LoadResult
-    const v1 = merged.tunnel_v1 as LoadResult
+    const v1 = merged.tunnel_v1
     const perRequest = Object.fromEntries(
       Object.entries(cpu).map(([name, spent]) => [
         name,
@@ -294,11 +229,11 @@ try {
       cpu_ms_per_request: perRequest,
       tunnel_added_p50_ms: round3(t.p50 - d.p50),
       tunnel_throughput_ratio: round3(t.throughput / d.throughput),
-      tunnel_v1_throughput_ratio: round3(v1.throughput / d.throughput),
+      tunnel_v1_throughput_ratio: v1 ? round3(v1.throughput / d.throughput) : null,
     }
     const c = perRequest as Record<string, { workerd: number; runner: number }>
     console.log(
-      `${key.padEnd(9)} req/s: direct ${d.throughput.toFixed(0)} | tunnel ${t.throughput.toFixed(0)} (${(t.throughput / d.throughput).toFixed(2)}×) | v1 ${v1.throughput.toFixed(0)} (${(v1.throughput / d.throughput).toFixed(2)}×) | errors ${t.errors + d.errors + v1.errors} | CPU ms/req workerd+runner: direct ${c.direct?.workerd}+${c.direct?.runner} tunnel ${c.tunnel?.workerd}+${c.tunnel?.runner} v1 ${c.tunnel_v1?.workerd}+${c.tunnel_v1?.runner}`,
+      `${key.padEnd(9)} req/s: direct ${d.throughput.toFixed(0)} | tunnel ${t.throughput.toFixed(0)} (${(t.throughput / d.throughput).toFixed(2)}×) | v1 ${v1 ? `${v1.throughput.toFixed(0)} (${(v1.throughput / d.throughput).toFixed(2)}×)` : '-'} | errors ${t.errors + d.errors + (v1?.errors ?? 0)} | CPU ms/req workerd+runner: direct ${c.direct?.workerd}+${c.direct?.runner} tunnel ${c.tunnel?.workerd}+${c.tunnel?.runner} v1 ${c.tunnel_v1?.workerd}+${c.tunnel_v1?.runner}`,
     )
   }
   figures.targets = targets(figures)
@@ -309,13 +244,9 @@ try {
   )
   figures.tunnel_requests_served = { tunnel: (await runner.stats()).tunnelRequests, tunnel_v1: (await runnerV1.stats()).tunnelRequests }
   figures.loadavg_end = loadavg()
-  const status = (await (await admin(edge.url, '/rollout/status')).json()) as { nodes: { nodes: { node_id: string; healthy: boolean }[] } }
+  const status = (await (await stack.admin('/rollout/status')).json()) as { nodes: { nodes: { node_id: string; healthy: boolean }[] } }
   figures.runner_healthy_at_end = status.nodes.nodes.find((node) => node.node_id === 'bench-runner')?.healthy ?? false
 } finally {
-  await runner?.shutdown().catch(() => {})
-  await runnerV1?.shutdown().catch(() => {})
-  await edge.stop()
-  await stub.stop()
-  rmSync(persistTo, { recursive: true, force: true })
+  await stack.stop()
 }
 console.log(JSON.stringify(figures))

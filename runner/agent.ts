@@ -171,6 +171,7 @@ export class RunnerAgent {
     if (this.#stopped) return
     this.#stopped = true
     this.tunnel.abortAll('runner stopping')
+    this.tunnel.close()
     await this.connection.close(reason)
     this.options.log('runner.stopped', { reason, unreported: this.#outbox.size })
   }

@@ -3,15 +3,23 @@
  * A scripted runner (`test/support/runner-client.ts`) in a process of its own, for `bench:tunnel`: a real
  * runner is its own process, so its tunnel work must not share the load generator's event loop (nor its
  * CPU accounting). `startTunnelRunner` forks this file and drives it over IPC: `take` walks the next
- * assignments of a task to RUNNING and returns them; `stats` and `shutdown` as named. The child exits
+ * assignments of a task to RUNNING and returns them; `stats` and `shutdown` as named; `profileStart` /
+ * `profileStop` take a V8 CPU profile of the runner process (`profile:tunnel`). The child exits
  * with its parent (IPC disconnect) whatever happens.
  */
 import { type ChildProcess, fork } from 'node:child_process'
+import { writeFileSync } from 'node:fs'
+import { Session } from 'node:inspector/promises'
 import { fileURLToPath } from 'node:url'
 import type { SessionAssignment } from '../../src/contract/runner-protocol.ts'
 import { RunnerClient, type RunnerClientOptions } from '../../test/support/runner-client.ts'
 
-type Command = { id: number; cmd: 'take'; taskId: string; count: number } | { id: number; cmd: 'stats' } | { id: number; cmd: 'shutdown' }
+type Command =
+  | { id: number; cmd: 'take'; taskId: string; count: number }
+  | { id: number; cmd: 'stats' }
+  | { id: number; cmd: 'shutdown' }
+  | { id: number; cmd: 'profile-start' }
+  | { id: number; cmd: 'profile-stop'; path: string }
 
 type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never
 
@@ -19,6 +27,10 @@ export interface TunnelRunner {
   pid: number
   take(taskId: string, count: number): Promise<SessionAssignment[]>
   stats(): Promise<RunnerClient['stats']>
+  /** Start V8's CPU profiler in the runner process (100 µs sampling). */
+  profileStart(): Promise<void>
+  /** Stop it and write the `.cpuprofile` to `path`. */
+  profileStop(path: string): Promise<void>
   shutdown(): Promise<void>
 }
 
@@ -53,6 +65,8 @@ export async function startTunnelRunner(options: RunnerClientOptions): Promise<T
     pid: child.pid as number,
     take: (taskId, count) => call({ cmd: 'take', taskId, count }),
     stats: () => call({ cmd: 'stats' }),
+    profileStart: () => call({ cmd: 'profile-start' }),
+    profileStop: (path) => call({ cmd: 'profile-stop', path }),
     shutdown: async () => {
       await call({ cmd: 'shutdown' }).catch(() => {})
       if (child.exitCode === null) await new Promise((resolve) => child.once('exit', resolve))
@@ -64,6 +78,8 @@ export async function startTunnelRunner(options: RunnerClientOptions): Promise<T
 if (process.argv[1] === fileURLToPath(import.meta.url) && process.send) {
   const runner = new RunnerClient(JSON.parse(process.argv[2] as string) as RunnerClientOptions)
   const started = runner.start()
+  const profiler = new Session()
+  profiler.connect()
   const reply = (id: number, work: () => Promise<unknown>) =>
     work().then(
       (value) => process.send?.({ id, ok: true, value }),
@@ -81,6 +97,17 @@ if (process.argv[1] === fileURLToPath(import.meta.url) && process.send) {
       void reply(command.id, async () => {
         await started
         return runner.stats
+      })
+    } else if (command.cmd === 'profile-start') {
+      void reply(command.id, async () => {
+        await profiler.post('Profiler.enable')
+        await profiler.post('Profiler.setSamplingInterval', { interval: 100 })
+        await profiler.post('Profiler.start')
+      })
+    } else if (command.cmd === 'profile-stop') {
+      void reply(command.id, async () => {
+        const { profile } = await profiler.post('Profiler.stop')
+        writeFileSync(command.path, JSON.stringify(profile))
       })
     } else {
       void reply(command.id, async () => {

@@ -14,7 +14,13 @@
  *   its reader consumes); a request out of credit waits alone, the others keep flowing.
  * Without credits (a v1 edge) the request body is buffered whole (bounded by `maxBodyChars`) and the engine's
  * answer is read only as fast as the WebSocket drains (`flushed()` before each read).
+ *
+ * The engine is called with Node's `http.request` over a keep-alive agent, not `fetch`: undici's WHATWG
+ * streams and their garbage cost this side about twice the CPU per call (`npm run profile:tunnel`).
+ * Flow control is `src/contract/tunnel-credit.ts`, the same code the edge runs.
  */
+import { Agent as HttpAgent, type ClientRequest, type IncomingMessage, type RequestOptions, request as httpRequest } from 'node:http'
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
 import {
   type EdgeMessage,
   type RunnerMessageInput,
@@ -23,6 +29,7 @@ import {
   TUNNEL_FRAME_BYTES,
   TUNNEL_WINDOW_BYTES,
 } from '../../src/contract/runner-protocol.ts'
+import { CreditedQueue, CreditWindow } from '../../src/contract/tunnel-credit.ts'
 import type { EdgeBodyFrame, Payload, RunnerBodyFrame } from '../../src/contract/tunnel-frames.ts'
 
 /** What this runner's tunnel speaks (sent in `register.capabilities`). */
@@ -72,128 +79,33 @@ interface Buffered extends Call {
 /** A request body still arriving (credits): streamed into the engine call. */
 interface Streamed {
   kind: 'streamed'
-  body: RequestBodyStream
+  body: CreditedQueue
 }
 
-/** Hop-by-hop and length headers never forwarded (fetch sets its own). */
+/** Hop-by-hop and length headers never forwarded (each hop sets its own); the engine is asked for identity encoding. */
 const DROP_HEADERS = new Set(['host', 'connection', 'content-length', 'transfer-encoding', 'keep-alive', 'upgrade', 'accept-encoding'])
 const PLAIN_V1: TunnelFeatures = { binary: false, credit: false, windowBytes: TUNNEL_WINDOW_BYTES }
 
-/** Credit the edge granted for one answer: senders wait here when it runs out. */
-class CreditGate {
-  allowance: number
-  #wake: (() => void) | null = null
-
-  constructor(windowBytes: number) {
-    this.allowance = windowBytes
+/** Node's `http.request` for the engine call (undici's `fetch` cost this side about twice the CPU per call). */
+function engineRequest(target: URL, agent: HttpAgent, call: Call, headers: Record<string, string>): ClientRequest {
+  const options: RequestOptions = {
+    agent,
+    protocol: target.protocol,
+    hostname: target.hostname,
+    port: target.port,
+    method: call.method,
+    path: `${target.pathname.replace(/\/$/, '')}${call.path}`,
+    headers,
   }
-
-  grant(bytes: number): void {
-    this.allowance += bytes
-    this.#wake?.()
-  }
-
-  /** Resolves once some credit is there (or the call was aborted). */
-  async available(signal: AbortSignal): Promise<void> {
-    while (this.allowance <= 0 && !signal.aborted) {
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          signal.removeEventListener('abort', done)
-          this.#wake = null
-          resolve()
-        }
-        this.#wake = done
-        signal.addEventListener('abort', done)
-      })
-    }
-  }
+  return target.protocol === 'https:' ? httpsRequest(options) : httpRequest(options)
 }
 
-/**
- * A request body arriving in frames, as the engine call's body stream: frames queue until the engine
- * (fetch) pulls them; each pull grants the edge credit (in batches of half a window).
- */
-class RequestBodyStream {
-  readonly stream: ReadableStream<Uint8Array>
-  readonly #queue: Uint8Array[] = []
-  queued = 0
-  #ended = false
-  #taken = 0
-  #wake: (() => void) | null = null
-  #controller: ReadableStreamDefaultController<Uint8Array> | null = null
-  readonly #windowBytes: number
-  readonly #grant: (bytes: number) => void
-
-  constructor(windowBytes: number, grant: (bytes: number) => void) {
-    this.#windowBytes = windowBytes
-    this.#grant = grant
-    this.stream = new ReadableStream<Uint8Array>(
-      {
-        start: (controller) => {
-          this.#controller = controller
-        },
-        pull: (controller) => {
-          if (this.#deliver(controller)) return
-          return new Promise<void>((resolve) => {
-            this.#wake = resolve
-          })
-        },
-      },
-      { highWaterMark: 0 },
-    )
-  }
-
-  push(bytes: Uint8Array, end: boolean): void {
-    if (bytes.byteLength) {
-      this.#queue.push(bytes)
-      this.queued += bytes.byteLength
-    }
-    if (end) this.#ended = true
-    const wake = this.#wake
-    if (wake && this.#controller && this.#deliver(this.#controller)) {
-      this.#wake = null
-      wake()
-    }
-  }
-
-  error(reason: string): void {
-    try {
-      this.#controller?.error(new Error(reason))
-    } catch {
-      // already closed
-    }
-    this.#wake?.()
-    this.#wake = null
-  }
-
-  #deliver(controller: ReadableStreamDefaultController<Uint8Array>): boolean {
-    const next = this.#queue.shift()
-    if (next) {
-      this.queued -= next.byteLength
-      controller.enqueue(next)
-      this.#taken += next.byteLength
-      if (!this.#ended && this.#taken >= this.#windowBytes / 2) {
-        this.#grant(this.#taken)
-        this.#taken = 0
-      }
-      if (this.#ended && this.#queue.length === 0) controller.close()
-      return true
-    }
-    if (this.#ended) {
-      controller.close()
-      return true
-    }
-    return false
-  }
-}
-
-function concat(parts: Uint8Array[], total: number): Uint8Array {
-  if (parts.length === 1) return parts[0] as Uint8Array
-  const out = new Uint8Array(total)
-  let offset = 0
-  for (const part of parts) {
-    out.set(part, offset)
-    offset += part.byteLength
+/** One header value per name (a repeated header, e.g. set-cookie, joined as HTTP allows). */
+function flatHeaders(message: IncomingMessage): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const [key, value] of Object.entries(message.headers)) {
+    if (value === undefined || DROP_HEADERS.has(key)) continue
+    out[key] = Array.isArray(value) ? value.join(', ') : value
   }
   return out
 }
@@ -201,7 +113,9 @@ function concat(parts: Uint8Array[], total: number): Uint8Array {
 export class TunnelClient {
   readonly options: TunnelClientOptions
   readonly #receiving = new Map<string, Buffered | Streamed>()
-  readonly #inflight = new Map<string, { controller: AbortController; credit: CreditGate | null }>()
+  readonly #inflight = new Map<string, { controller: AbortController; credit: CreditWindow | null }>()
+  readonly #target: URL | null
+  readonly #agent: HttpAgent
   readonly stats = {
     requests: 0,
     errors: 0,
@@ -221,6 +135,10 @@ export class TunnelClient {
 
   constructor(options: TunnelClientOptions) {
     this.options = options
+    this.#target = options.upstreamUrl ? new URL(options.upstreamUrl) : null
+    // Keep-alive to the engine; sockets kept warm are reused most-recent first.
+    const agentOptions = { keepAlive: true, scheduling: 'lifo' as const }
+    this.#agent = this.#target?.protocol === 'https:' ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions)
   }
 
   get inflight(): number {
@@ -236,7 +154,7 @@ export class TunnelClient {
       case 'tunnel.cancel': {
         this.stats.cancels++
         const receiving = this.#receiving.get(message.request_id)
-        if (receiving?.kind === 'streamed') receiving.body.error(message.reason)
+        if (receiving?.kind === 'streamed') receiving.body.fail(new Error(message.reason))
         this.#receiving.delete(message.request_id)
         this.#inflight.get(message.request_id)?.controller.abort(message.reason)
         this.#inflight.delete(message.request_id)
@@ -258,10 +176,15 @@ export class TunnelClient {
 
   /** The link went away: abort every engine call (the edge fails them on its side). */
   abortAll(reason: string): void {
-    for (const receiving of this.#receiving.values()) if (receiving.kind === 'streamed') receiving.body.error(reason)
+    for (const receiving of this.#receiving.values()) if (receiving.kind === 'streamed') receiving.body.fail(new Error(reason))
     this.#receiving.clear()
     for (const { controller } of this.#inflight.values()) controller.abort(reason)
     this.#inflight.clear()
+  }
+
+  /** Close idle keep-alive sockets to the engine (the runner is stopping). */
+  close(): void {
+    this.#agent.destroy()
   }
 
   #maxBody(): number {
@@ -283,13 +206,16 @@ export class TunnelClient {
     if (features.credit && typeof message.body !== 'string') {
       // Stream the body into the engine call as it arrives; credit goes back as the engine takes it.
       const requestId = message.request_id
-      const body = new RequestBodyStream(features.windowBytes, (bytes) => {
-        this.stats.creditsSent++
-        this.#send({ type: 'tunnel.credit', request_id: requestId, bytes })
+      const body = new CreditedQueue({
+        windowBytes: features.windowBytes,
+        grant: (bytes) => {
+          this.stats.creditsSent++
+          this.#send({ type: 'tunnel.credit', request_id: requestId, bytes })
+        },
       })
       this.#receiving.set(requestId, { kind: 'streamed', body })
       this.#pushBody(requestId, body, message.body, false)
-      void this.#forward(requestId, call, body.stream)
+      void this.#forward(requestId, call, body)
       return
     }
     this.#receiving.set(message.request_id, { kind: 'buffered', ...call, parts: [message.body], size })
@@ -316,20 +242,20 @@ export class TunnelClient {
     const { parts, size } = receiving
     const body = parts.every((part) => typeof part === 'string')
       ? parts.join('')
-      : concat(
-          parts.map((part) => (typeof part === 'string' ? new TextEncoder().encode(part) : part)),
+      : Buffer.concat(
+          parts.map((part) => (typeof part === 'string' ? Buffer.from(part) : part)),
           size,
         )
     void this.#forward(message.request_id, receiving, body)
   }
 
-  #pushBody(requestId: string, body: RequestBodyStream, bytes: Uint8Array, end: boolean): void {
-    body.push(bytes, end)
-    this.stats.maxBodyQueuedBytes = Math.max(this.stats.maxBodyQueuedBytes, body.queued)
-    if (body.queued > this.#features().windowBytes) {
+  #pushBody(requestId: string, body: CreditedQueue, bytes: Uint8Array, end: boolean): void {
+    const refused = body.push(bytes, end)
+    this.stats.maxBodyQueuedBytes = Math.max(this.stats.maxBodyQueuedBytes, body.maxQueued)
+    if (refused) {
       // The edge sent beyond the credit it was given: refuse rather than buffer without bound.
       this.#receiving.delete(requestId)
-      body.error('credit window exceeded')
+      body.fail(new Error('credit window exceeded'))
       this.#inflight.get(requestId)?.controller.abort('credit window exceeded')
       this.#send({ type: 'tunnel.error', request_id: requestId, message: 'request body sent beyond the credit window' })
     }
@@ -345,40 +271,54 @@ export class TunnelClient {
     return sent
   }
 
-  async #forward(requestId: string, call: Call, body: Payload | ReadableStream<Uint8Array>): Promise<void> {
+  async #forward(requestId: string, call: Call, body: Payload | CreditedQueue): Promise<void> {
     this.stats.requests++
-    const { upstreamUrl } = this.options
-    if (!upstreamUrl) {
+    const target = this.#target
+    if (!target) {
       this.stats.errors++
-      if (body instanceof ReadableStream) this.#receiving.delete(requestId)
+      if (body instanceof CreditedQueue) this.#receiving.delete(requestId)
       this.#send({ type: 'tunnel.error', request_id: requestId, message: 'this runner serves no model (no --upstream)' })
       return
     }
     const features = this.#features()
     const controller = new AbortController()
-    const credit = features.credit ? new CreditGate(features.windowBytes) : null
+    const credit = features.credit ? new CreditWindow(features.windowBytes) : null
     this.#inflight.set(requestId, { controller, credit })
     this.stats.maxInflight = Math.max(this.stats.maxInflight, this.#inflight.size)
-    const headers: Record<string, string> = {}
+    const headers: Record<string, string> = { 'accept-encoding': 'identity' }
     for (const [key, value] of Object.entries(call.headers)) if (!DROP_HEADERS.has(key.toLowerCase())) headers[key] = value
     const bodyless = call.method === 'GET' || call.method === 'HEAD'
+    let timedOut = false
+    const request = engineRequest(target, this.#agent, call, headers)
+    const stop = (error: Error) => request.destroy(error)
+    const onAbort = () => stop(new Error(String(controller.signal.reason ?? 'aborted')))
+    controller.signal.addEventListener('abort', onAbort)
+    const timer = setTimeout(
+      () => {
+        timedOut = true
+        stop(new Error(`no answer within ${call.timeoutMs} ms`))
+      },
+      Math.max(1, call.timeoutMs),
+    )
     try {
-      const response = await fetch(`${upstreamUrl.replace(/\/$/, '')}${call.path}`, {
-        method: call.method,
-        headers,
-        ...(bodyless ? {} : { body: body as BodyInit, duplex: 'half' }),
-        signal: AbortSignal.any([controller.signal, AbortSignal.timeout(Math.max(1, call.timeoutMs))]),
-      } as RequestInit)
-      const responseHeaders: Record<string, string> = {}
-      response.headers.forEach((value, key) => {
-        if (!DROP_HEADERS.has(key) && key !== 'content-encoding') responseHeaders[key] = value
+      const answered = new Promise<IncomingMessage>((resolve, reject) => {
+        request.once('response', (response) => {
+          // Errors after this point surface through the body's iterator (or are moot once destroyed).
+          response.on('error', () => {})
+          resolve(response)
+        })
+        // Kept for the call's whole life: a later error (a destroy on abort) must not go unhandled.
+        request.on('error', reject)
       })
-      const streaming = (response.headers.get('content-type') ?? '').includes('text/event-stream')
-      const reader = response.body?.getReader()
+      if (bodyless) request.end()
+      else if (body instanceof CreditedQueue) void this.#upload(request, body)
+      else request.end(body)
+      const response = await answered
+      const streaming = (response.headers['content-type'] ?? '').includes('text/event-stream')
       const frameBytes = features.binary ? Math.min(TUNNEL_FRAME_BYTES, features.windowBytes) : TUNNEL_CHUNK_CHARS
       const decoder = features.binary ? null : new TextDecoder()
+      const responseHeaders = flatHeaders(response)
       let headSent = false
-      let unacked = 0
       /** Send `bytes` as one or more frames, within the credit the edge gave. False when the call is over. */
       const emit = async (bytes: Uint8Array, more: boolean): Promise<boolean> => {
         let offset = 0
@@ -399,7 +339,7 @@ export class TunnelClient {
             : this.#send({
                 type: 'tunnel.head',
                 request_id: requestId,
-                status: response.status,
+                status: response.statusCode ?? 502,
                 headers: responseHeaders,
                 body: payload,
                 more: !last,
@@ -410,21 +350,21 @@ export class TunnelClient {
             return false
           }
           if (credit) {
-            credit.allowance -= size
-            unacked = features.windowBytes - credit.allowance
-            this.stats.maxUnackedBytes = Math.max(this.stats.maxUnackedBytes, unacked)
+            credit.spend(size)
+            this.stats.maxUnackedBytes = Math.max(this.stats.maxUnackedBytes, credit.maxUnacked)
           }
         } while (offset < bytes.byteLength)
         return true
       }
-      const parts: Uint8Array[] = []
+      const parts: Buffer[] = []
       let pending = 0
+      const chunks = response[Symbol.asyncIterator]()
       for (;;) {
         // Read only as fast as the link drains.
         await this.options.port.flushed(controller.signal)
         if (controller.signal.aborted) return
-        const { value, done } = reader ? await reader.read() : { value: undefined, done: true }
-        if (done || !value) break
+        const { value, done } = (await chunks.next()) as IteratorResult<Buffer>
+        if (done) break
         if (streaming) {
           if (!(await emit(value, true))) return
           continue
@@ -433,24 +373,46 @@ export class TunnelClient {
         pending += value.byteLength
         if (pending >= frameBytes) {
           // Whole frames go out now; the remainder waits for more.
-          const joined = concat(parts.splice(0), pending)
+          const joined = Buffer.concat(parts.splice(0), pending)
           const whole = pending - (pending % frameBytes)
           if (!(await emit(joined.subarray(0, whole), true))) return
           pending -= whole
           if (pending) parts.push(joined.subarray(whole))
         }
       }
-      await emit(concat(parts, pending), false)
+      await emit(parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, pending), false)
     } catch (error) {
       if (controller.signal.aborted) return
       this.stats.errors++
-      const reason = error instanceof Error ? `${error.name === 'TimeoutError' ? 'engine timeout: ' : ''}${error.message}` : String(error)
+      const reason = `${timedOut ? 'engine timeout: ' : ''}${(error as Error).message}`
       this.#send({ type: 'tunnel.error', request_id: requestId, message: `local engine: ${reason}` })
       this.options.log?.('tunnel.error', { request_id: requestId, error: reason })
     } finally {
+      clearTimeout(timer)
+      controller.signal.removeEventListener('abort', onAbort)
+      if (!request.destroyed && !request.writableFinished) request.destroy()
       this.#inflight.delete(requestId)
       // An engine that answered before reading the whole body: the rest of it is not wanted any more.
-      if (this.#receiving.get(requestId)?.kind === 'streamed') this.#receiving.delete(requestId)
+      const receiving = this.#receiving.get(requestId)
+      if (receiving?.kind === 'streamed') {
+        this.#receiving.delete(requestId)
+        receiving.body.fail(new Error('engine call over'))
+      }
+    }
+  }
+
+  /** Stream a request body arriving in frames into the engine call, as fast as the engine takes it. */
+  async #upload(request: ClientRequest, body: CreditedQueue): Promise<void> {
+    try {
+      for (;;) {
+        const chunk = await body.read()
+        if (!chunk) break
+        if (!request.write(chunk)) await new Promise((resolve) => request.once('drain', resolve))
+        if (request.destroyed) return
+      }
+      request.end()
+    } catch (error) {
+      request.destroy(error as Error)
     }
   }
 }
