@@ -7,7 +7,9 @@
  *
  * Flags: `--turns` (200), `--result-tokens` (≈ tokens of tool output per turn, 500), `--skip-per-request`,
  * `--calls-only` (stop after the turns: per-call figures only, incl. Server-Timing `capture` p50 of the first
- * and last 10 turns).
+ * and last 10 turns), `--keep-sqlite <path>` (keep a copy of the session's SQLite, to profile finalize in Node),
+ * `--profile-finalize <file>` (a workerd CPU profile of the prefix_merging finalize, over the DevTools inspector;
+ * the inspector slows workerd down: not for the figures).
  * Figures: edge cost per call (Server-Timing prepare + capture) over the first and last 10 turns; stored
  * token bytes ÷ floor (4 B × final prompt + 8 B × output tokens); stored request text ÷ final request
  * body; finalize and GET trajectory times (first byte and total) for both builders (finalize closes a
@@ -18,13 +20,14 @@
  * Last line: one JSON object.
  */
 import { execFileSync, spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { DatabaseSync } from 'node:sqlite'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { startEngine } from '../engine/server.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
+import { profileWorkerd } from './lib/devtools.ts'
 
 const { values } = parseArgs({
   options: {
@@ -37,6 +40,10 @@ const { values } = parseArgs({
     preset: { type: 'string', default: 'tolerant' },
     /** GET reads at most this many MB (then cancels): first byte and rate are what matter. */
     'get-mb': { type: 'string', default: '32' },
+    /** Also copy the session's SQLite to this path (to profile `bench/lib/finalize-in-node.ts` on it). */
+    'keep-sqlite': { type: 'string' },
+    /** Write a V8 CPU profile of workerd during the prefix_merging finalize to this file (DevTools inspector). */
+    'profile-finalize': { type: 'string' },
   },
 })
 const TURNS = Number(values.turns)
@@ -110,6 +117,7 @@ const engine = await startEngine({ seed: 3, policy: 'script', script, maxModelLe
 const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-bench-long-'))
 const edge = await startMiniflareEdge({
   persistTo,
+  ...(values['profile-finalize'] ? { inspector: true } : {}),
   vars: { ROLLGATE_ADMIN_TOKEN: ADMIN, ROLLGATE_SIGNING_KEY: 'k', ROLLGATE_UPSTREAM_URL: engine.url },
 })
 const admin = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }
@@ -269,13 +277,23 @@ try {
         let text = ''
         try {
           const config = builderConfig(builder)
-          const response = await fetch(`${edge.url}/v1/sessions/${sessionId}/finalize`, {
-            method: 'POST',
-            headers: admin,
-            body: JSON.stringify(config ? { builder, config } : { builder }),
-          })
-          status = response.status
-          text = await response.text()
+          const call = async () => {
+            const response = await fetch(`${edge.url}/v1/sessions/${sessionId}/finalize`, {
+              method: 'POST',
+              headers: admin,
+              body: JSON.stringify(config ? { builder, config } : { builder }),
+            })
+            return { status: response.status, text: await response.text() }
+          }
+          const profileTo = values['profile-finalize']
+          let answer: { status: number; text: string }
+          if (profileTo && builder === 'prefix_merging' && edge.inspectorUrl) {
+            const profiled = await profileWorkerd(edge.inspectorUrl, call)
+            writeFileSync(profileTo, JSON.stringify(profiled.profile))
+            answer = profiled.result
+          } else answer = await call()
+          status = answer.status
+          text = answer.text
         } catch (error) {
           text = `edge failed: ${(error as Error).message}`
         }
@@ -341,6 +359,8 @@ else if (finalFigures) {
     const copy = join(persistTo, 'node-copy.sqlite')
     copyFileSync(source, copy)
     for (const suffix of ['-wal', '-shm']) if (existsSync(source + suffix)) copyFileSync(source + suffix, copy + suffix)
+    const keep = values['keep-sqlite']
+    if (keep) for (const suffix of ['', '-wal', '-shm']) if (existsSync(copy + suffix)) copyFileSync(copy + suffix, keep + suffix)
     for (const builder of values['skip-per-request'] ? ['prefix_merging'] : ['prefix_merging', 'per_request']) {
       const config = builder === 'prefix_merging' ? [JSON.stringify({ preset: values.preset })] : []
       const run = spawnSync(process.execPath, ['--max-old-space-size=128', 'bench/lib/finalize-in-node.ts', copy, builder, ...config], {

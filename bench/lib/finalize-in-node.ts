@@ -36,6 +36,7 @@ async function* sampled(chunks: AsyncIterable<string>) {
   }
 }
 const t0 = performance.now()
+const cpu0 = process.cpuUsage()
 const session = { session_id: config.session_id, task_id: config.task_id, metadata: config.metadata }
 const written = await writeChunks(
   bucket,
@@ -44,10 +45,13 @@ const written = await writeChunks(
   'application/json',
 )
 const ms = performance.now() - t0
+const cpu = process.cpuUsage(cpu0)
 console.log(
   JSON.stringify({
     builder,
     ms: Math.round(ms),
+    /** CPU time of the process (user + system) over the same span: what a loaded machine does not inflate. */
+    cpu_ms: Math.round((cpu.user + cpu.system) / 1000),
     bytes: written.bytes,
     parts: written.parts,
     mb_per_s: Math.round((written.bytes / 1024 / 1024 / (ms / 1000)) * 10) / 10,

@@ -135,7 +135,11 @@ export interface PlannedTrace {
  */
 export interface PrefixMergingRun {
   trainable: readonly CompletionRecord[]
-  route(record: CompletionRecord): void
+  /**
+   * Route one record. True when it opened a trace: its request (messages, tools) is read again when the
+   * trace is built, so a streamed build may keep it rather than read it from the log twice.
+   */
+  route(record: CompletionRecord): boolean
   finish(): PrefixMergingPlan
 }
 
@@ -184,7 +188,15 @@ export function startPrefixMerging(records: readonly CompletionRecord[], options
     }
     return { status: 'COMPLETED', metadata, entries, error: null }
   }
-  return { trainable, route: chainer.route, finish }
+  const route = (record: CompletionRecord): boolean => {
+    const before = chainer.segments.length
+    chainer.route(record)
+    for (let i = before; i < chainer.segments.length; i++) {
+      if ((chainer.segments[i] as Segment).turns[0]?.record === record) return true
+    }
+    return false
+  }
+  return { trainable, route, finish }
 }
 
 export function buildPrefixMerging(records: readonly CompletionRecord[], options: PrefixMergingOptions): Trajectory {

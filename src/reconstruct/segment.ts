@@ -347,7 +347,11 @@ export function trainedUnderDrift(turns: readonly { context_drift_tokens: number
 
 /** A plain array for the output (records read lazily from a log hold their prompts packed). */
 function plainTokens(tokens: Tokens): number[] {
-  return Array.isArray(tokens) ? (tokens as number[]) : Array.from(tokens)
+  if (Array.isArray(tokens)) return tokens as number[]
+  // A sized array filled by index: several times faster than `Array.from` on a typed array.
+  const out = new Array<number>(tokens.length)
+  for (let i = 0; i < tokens.length; i++) out[i] = tokens[i] as number
+  return out
 }
 
 /** The finished trace (Polar field names; Rollgate extensions in `metadata`). */

@@ -31,6 +31,9 @@ const SMALL_MIDDLE_CHARS = 4096
 /** Loaded requests kept whole (as the bases of the next records' messages): a few, for interleaved agents. */
 const LOADED_REQUESTS = 8
 
+/** Messages (array entries: the objects are shared) kept on records that open a trace, at most. */
+const KEPT_MESSAGES = 250_000
+
 /** Prompt tokens kept in memory at most (8 MB, packed). */
 export const PROMPT_CACHE_TOKENS = 2_000_000
 
@@ -315,6 +318,9 @@ export class LogRecords {
   readonly #loaded = new Map<number, Record<string, unknown>>()
   /** Requests loaded from their parent's messages and their new ones (not from the whole body). */
   indexedLoads = 0
+  /** Records that open a trace, kept whole after routing (see `reduce`), and how many messages they hold. */
+  readonly #kept = new Set<LogRecord>()
+  #keptMessages = 0
 
   constructor(log: CompletionLog) {
     this.#log = log
@@ -369,6 +375,7 @@ export class LogRecords {
    */
   async load(record: CompletionRecord): Promise<void> {
     const target = record as LogRecord
+    if (this.#kept.has(target)) return
     let request = await this.#fromIndex(target)
     if (request === null) {
       let text: string
@@ -462,11 +469,22 @@ export class LogRecords {
     return { seq: delta.parent, length: Math.max(prefixOnly.length, middleEnd, delta.originalPrefix - own) }
   }
 
-  /** Drop the request's messages once the record is routed; keep its tools and message count. */
-  reduce(record: CompletionRecord): void {
+  /**
+   * Drop the request's messages once the record is routed; keep its tools and message count. `keep`: the
+   * record opens a trace, whose build reads its messages again: they stay (`load` then reads nothing)
+   * while the kept arrays hold at most `KEPT_MESSAGES` entries (their messages are shared with other records').
+   */
+  reduce(record: CompletionRecord, keep = false): void {
     const target = record as LogRecord
     const messages = target.request.messages
-    target.prompt_message_count = Array.isArray(messages) ? messages.length : 0
+    const count = Array.isArray(messages) ? messages.length : 0
+    if (keep && target.prompt_message_count === undefined && this.#keptMessages + count <= KEPT_MESSAGES) {
+      this.#keptMessages += count
+      this.#kept.add(target)
+      return
+    }
+    if (this.#kept.delete(target)) this.#keptMessages -= count
+    target.prompt_message_count = count
     const tools = target.request.tools
     target.request = tools === undefined ? {} : { tools }
   }

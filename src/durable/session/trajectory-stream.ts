@@ -208,8 +208,8 @@ async function tolerantShell(
     // written (the first byte of a GET) is flushed while the routing pass runs.
     if (index % YIELD_EVERY_RECORDS === YIELD_EVERY_RECORDS - 1) await macrotask()
     await source.load(record)
-    run.route(record)
-    source.reduce(record)
+    // A record that opens a trace keeps its request for the build (while the budget lasts).
+    source.reduce(record, run.route(record))
   }
   const plan = run.finish()
   // As `reconstructTrajectory` reports them (same key, same place).

@@ -20,7 +20,8 @@ import { LogRecords } from '../../../src/durable/session/log-records.ts'
 import type { CompletionInput } from '../../../src/durable/session/record.ts'
 import { ensureSchema } from '../../../src/durable/session/schema.ts'
 import { JSON_ARRAY_SLICE, jsonChunks, trajectoryChunks } from '../../../src/durable/session/trajectory-stream.ts'
-import { reconstructTrajectory } from '../../../src/reconstruct/index.ts'
+import { applyMergePreset, prefixMergingConfigSchema, reconstructTrajectory } from '../../../src/reconstruct/index.ts'
+import { startPrefixMerging } from '../../../src/reconstruct/prefix-merging.ts'
 import { completionInput, growingSession, growingSessionInputs } from '../../support/records.ts'
 import { type SimOptions, simulateSession } from '../reconstruct-support/simulate-tokens.ts'
 
@@ -254,6 +255,55 @@ describe('streamed prefix_merging', () => {
     for (const record of records.slice(-5))
       expect(Array.from(record.prompt_token_ids)).toEqual((await log.get(record.seq))?.prompt_token_ids)
     expect(tokens).toBeGreaterThan(0)
+  })
+
+  it('appends a prompt to its parent in place only when nothing was appended there yet (two children of one prompt)', async () => {
+    const base = Array.from({ length: 20 }, (_, i) => i + 1)
+    const first = [...base, 100, 101]
+    const prompts = [base, first, [...first, 5, 6, 7], [...first, 8, 9]]
+    const { log, db } = await logOf(
+      prompts.map((prompt, i) => completionInput({ completion_id: `c${i}`, prompt_token_ids: Uint32Array.from(prompt) })),
+    )
+    // Both c2 and c3 extend all of c1 (the log chose c2 as c3's base: same shared prefix, same suffix); c2 is
+    // appended in place to c1's buffer (grown when c1 was appended to c0), so c3 must not be.
+    db.exec('UPDATE rg_completions SET prompt_parent = 1 WHERE seq = 3')
+    const source = new LogRecords(log)
+    const records = await source.open()
+    const read = records.map((record) => Array.from(record.prompt_token_ids))
+    expect(read).toEqual(prompts)
+    // The views handed out earlier still read their own tokens.
+    expect(Array.from((records[2] as CompletionRecord).prompt_token_ids)).toEqual(prompts[2])
+    expect(source.promptLoads).toBe(4)
+  })
+
+  it('keeps the request of a record that opens a trace for its build: no body is read twice', async () => {
+    const main = growingSession(6, 400, 60, 20)
+    const sub = growingSession(6, 300, 40, 10).map((input) => ({
+      ...input,
+      completion_id: `sub_${input.completion_id}`,
+      agent: 'sub',
+      prompt_token_ids: Uint32Array.from(input.prompt_token_ids ?? [], (id) => id + 7),
+    }))
+    const { log } = await logOf(main.flatMap((input, i) => [input, sub[i] as CompletionInput]))
+    const source = new LogRecords(log)
+    const run = startPrefixMerging(await source.open(), {
+      config: prefixMergingConfigSchema.parse(applyMergePreset({ preset: 'tolerant' })),
+    })
+    for (const record of run.trainable) {
+      await source.load(record)
+      source.reduce(record, run.route(record))
+    }
+    const plan = run.finish()
+    expect(plan.entries.length).toBeGreaterThanOrEqual(2)
+    const reads = source.wholeRequestParses + source.indexedLoads
+    const built = []
+    for (const entry of plan.entries) {
+      await source.load(entry.first)
+      built.push(entry.build())
+      source.reduce(entry.first)
+    }
+    expect(source.wholeRequestParses + source.indexedLoads).toBe(reads)
+    expect(JSON.stringify(built)).toBe(JSON.stringify(JSON.parse(await inMemory(log, { preset: 'tolerant' })).traces))
   })
 
   it('finalizes a 150k-token-context session under a 128 MB heap to the in-memory builder bytes', async () => {
