@@ -116,7 +116,8 @@ export class EdgeClient {
     const query = new URLSearchParams({ builder: options.builder, format: options.format })
     if (options.config) query.set('config', JSON.stringify(options.config))
     const response = await this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/trajectory?${query}`, undefined, '*/*')
-    return response.text()
+    // The edge sends one space before the build (first byte at once); a file gets the text without it.
+    return (await response.text()).trimStart()
   }
 
   gateStatus(): Promise<GateStatus> {

@@ -14,7 +14,8 @@
  * - A trace is written as chunks too: its long arrays (`prompt_ids`, `response_ids`, …) in slices, so the
  *   largest string is a slice, never a trace or the trajectory. The text is exactly `JSON.stringify`'s.
  *
- * JSON formats start with one space at once (valid JSON) so the first byte leaves before the build.
+ * Every format starts with one space at once (valid JSON; in NDJSON it leads the first row's line) so the
+ * first byte leaves before the build (`buildHooks` lets a test hold the build to prove it).
  */
 import type { CompletionRecord } from '../../contract/completion-record.ts'
 import type { BuilderName, Trace, Trajectory } from '../../contract/trajectory.ts'
@@ -69,13 +70,11 @@ export async function* trajectoryChunks(
   summary: StreamSummary = { trace_count: 0 },
 ): AsyncGenerator<string> {
   const format = request.format ?? 'trajectory'
-  const json = format === 'trajectory' || format === 'session_result'
-  if (json) {
-    yield ' '
-    // A macrotask, so the first byte leaves before the build: reading the log is synchronous (SQLite),
-    // and without it the stream's next pull would run the whole routing pass before any flush.
-    await macrotask()
-  }
+  // One space first, valid in every format (JSON allows leading whitespace; in NDJSON it starts the first
+  // row's line), then a macrotask, so the first byte leaves before the build: reading the log is
+  // synchronous (SQLite), and without it the stream's next pull would run the whole routing pass first.
+  yield ' '
+  await macrotask()
   const shell = request.builder === 'per_request' ? perRequestShell(log, request, session) : await prefixMergingShell(log, request, session)
   if (format === 'trajectory' || format === 'session_result') {
     if (format === 'session_result') {
@@ -134,12 +133,22 @@ function perRequestShell(log: CompletionLog, request: StreamRequest, session: Se
     metadata,
     error: empty ? (headers.length === 0 ? 'no completions' : 'no trainable completions') : null,
     traces: (async function* () {
+      let step = 0
+      await buildHooks.beforeRecord?.(step++)
       for await (const record of log.stream({ withoutOriginal: true })) {
         if (exclusionReason(record) === null) yield traceFromRecord(record)
+        await buildHooks.beforeRecord?.(step++)
       }
     })(),
   }
 }
+
+/**
+ * Test seam: awaited before each record the build reads (`step` counts from 0; the in-memory builders
+ * call it once, before reading the log). A test holds the build here to prove that the bytes already
+ * written reach the client while the build waits (`test/worker/trajectory-first-byte.test.ts`).
+ */
+export const buildHooks: { beforeRecord: ((step: number) => void | Promise<void>) | null } = { beforeRecord: null }
 
 /** Records routed between two turns of the event loop. */
 const YIELD_EVERY_RECORDS = 8
@@ -207,6 +216,7 @@ async function tolerantShell(
     // Reading the log is synchronous: give the event loop a turn now and then, so what was already
     // written (the first byte of a GET) is flushed while the routing pass runs.
     if (index % YIELD_EVERY_RECORDS === YIELD_EVERY_RECORDS - 1) await macrotask()
+    await buildHooks.beforeRecord?.(index)
     await source.load(record)
     // A record that opens a trace keeps its request for the build (while the budget lasts).
     source.reduce(record, run.route(record))
@@ -267,6 +277,7 @@ export async function buildTrajectory(
 }
 
 async function builtShell(log: CompletionLog, request: StreamRequest, session: SessionInfo): Promise<Shell> {
+  await buildHooks.beforeRecord?.(0)
   const trajectory = reconstructTrajectory(await log.all({ withoutOriginal: true }), {
     builder: request.builder,
     ...(request.config ? { config: request.config } : {}),

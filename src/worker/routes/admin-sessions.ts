@@ -7,7 +7,7 @@ import { Hono } from 'hono'
 import { z } from 'zod'
 import { upstreamKindSchema } from '../../contract/completion-record.ts'
 import { type BuilderName, builderNameSchema } from '../../contract/trajectory.ts'
-import { toJsonl, toNemoGymRows, toPolarCompletionRecord, toSessionResult, toSftRows, toSftTokenRows } from '../../reconstruct/index.ts'
+import { toPolarCompletionRecord } from '../../reconstruct/index.ts'
 import type { SessionConfig } from '../../durable/session/record.ts'
 import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { createSessionToken } from '../../contract/session-token.ts'
@@ -18,6 +18,7 @@ import { sessionStub } from '../pipeline/session-access.ts'
 import { requireAdmin } from './require-admin.ts'
 import { builderConfigOrThrow } from '../builder-config.ts'
 import { intParam } from '../query.ts'
+import { rangedObjectBody, STREAM_HEADERS } from '../stored-stream.ts'
 
 /** Polar's accepted session id shape (`docs/polar-compat.md` §6). */
 const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
@@ -182,15 +183,20 @@ adminSessions.get('/:id/trajectory', async (c) => {
     stored.builder === query.builder &&
     JSON.stringify(stored.config ?? null) === JSON.stringify(query.config ?? null)
   ) {
-    const object = await c.env.BLOBS.get(stored.trajectory_key)
-    if (object) return c.body(object.body, 200, { 'content-type': 'application/json', 'x-rollgate-trajectory-key': stored.trajectory_key })
+    const body = await rangedObjectBody(c.env.BLOBS, stored.trajectory_key)
+    if (body)
+      return c.body(body, 200, {
+        'content-type': 'application/json',
+        'x-rollgate-trajectory-key': stored.trajectory_key,
+        ...STREAM_HEADERS,
+      })
   }
   const { contentType, body } = await stub.trajectoryStream({
     builder: query.builder,
     format: query.format,
     ...(query.config ? { config: query.config } : {}),
   })
-  return c.body(body, 200, { 'content-type': contentType })
+  return c.body(body, 200, { 'content-type': contentType, ...STREAM_HEADERS })
 })
 
 /** Build the trajectory and write it to R2; body `{builder?, config?}`. */
@@ -217,9 +223,13 @@ adminSessions.get('/:id/trajectory/stored', async (c) => {
   const summary = await sessionStub(c.env, c.req.param('id')).summary()
   if (!summary) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
   if (!summary.finalized) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} is not finalized`)
-  const object = await c.env.BLOBS.get(summary.finalized.trajectory_key)
-  if (!object) throw new GatewayError(404, 'not_found', `stored trajectory ${summary.finalized.trajectory_key} is missing from R2`)
-  return c.body(object.body, 200, { 'content-type': 'application/json', 'x-rollgate-trajectory-key': summary.finalized.trajectory_key })
+  const body = await rangedObjectBody(c.env.BLOBS, summary.finalized.trajectory_key)
+  if (!body) throw new GatewayError(404, 'not_found', `stored trajectory ${summary.finalized.trajectory_key} is missing from R2`)
+  return c.body(body, 200, {
+    'content-type': 'application/json',
+    'x-rollgate-trajectory-key': summary.finalized.trajectory_key,
+    ...STREAM_HEADERS,
+  })
 })
 
 /**
