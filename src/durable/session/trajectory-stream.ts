@@ -137,7 +137,8 @@ function perRequestShell(log: CompletionLog, request: StreamRequest, session: Se
       await buildHooks.beforeRecord?.(step++)
       for await (const record of log.stream({ withoutOriginal: true })) {
         if (exclusionReason(record) === null) yield traceFromRecord(record)
-        await buildHooks.beforeRecord?.(step++)
+        if (buildHooks.beforeRecord) await buildHooks.beforeRecord(step)
+        step++
       }
     })(),
   }
@@ -216,7 +217,7 @@ async function tolerantShell(
     // Reading the log is synchronous: give the event loop a turn now and then, so what was already
     // written (the first byte of a GET) is flushed while the routing pass runs.
     if (index % YIELD_EVERY_RECORDS === YIELD_EVERY_RECORDS - 1) await macrotask()
-    await buildHooks.beforeRecord?.(index)
+    if (buildHooks.beforeRecord) await buildHooks.beforeRecord(index)
     await source.load(record)
     // A record that opens a trace keeps its request for the build (while the budget lasts).
     source.reduce(record, run.route(record))
