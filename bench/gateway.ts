@@ -5,7 +5,9 @@
  * a bare Worker in the same Miniflare that parses the request, forwards it to the same stub, parses the
  * answer and returns a small JSON; no storage), **durable_floor** (the same Worker plus the least a durable
  * capture needs in workerd: a Durable Object round trip before the engine call and a SQLite commit of the
- * request and token data after it, before answering) and **edge** (Rollgate, durable capture in the
+ * request and token data after it, before answering), **onehop_floor** (the same capture with the engine
+ * call made by the Durable Object itself: one round trip carrying the request bytes in and the small answer
+ * out) and **edge** (Rollgate, durable capture in the
  * session Durable Object). The issue's targets are ratios to the floor; the ratios to the durable floor
  * show how much of the gap is the runtime's price of durability rather than the edge's code. For ~2 KB, ~54 KB and ~524 KB chat requests: added p50 over direct at concurrency 1,
  * p99, throughput at concurrency 16, and workerd CPU ms per request (utime + stime from /proc around each
@@ -27,7 +29,7 @@ import { parseArgs } from 'node:util'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { REPO_ROOT } from '../scripts/lib/processes.ts'
 import { chatBody } from './lib/chat-bodies.ts'
-import { type LoadResult, type LoadTarget, runLoad } from './lib/load.ts'
+import { type LoadResult, type LoadTarget, runLoad, type Sample } from './lib/load.ts'
 import { cpuMs, rssMb, workerdPids } from './lib/proc-stats.ts'
 import { startStub } from './lib/start-stub.ts'
 
@@ -61,11 +63,13 @@ const { values } = parseArgs({
      * `--sessions 1` sends all 16 concurrent calls to one session object (does one object serialize them?).
      */
     sessions: { type: 'string', default: '16' },
+    /** A prebuilt edge bundle (`npx wrangler deploy --dry-run --outdir DIR` of another version): before/after runs. */
+    'edge-bundle': { type: 'string' },
   },
 })
 const SESSIONS = Math.max(1, Number(values.sessions))
 
-type TargetName = 'direct' | 'floor' | 'durable_floor' | 'edge'
+type TargetName = 'direct' | 'floor' | 'durable_floor' | 'onehop_floor' | 'edge'
 interface Phase extends LoadResult {
   cpu_ms_per_request: number | null
 }
@@ -86,12 +90,38 @@ const median = (numbers: number[]): number => {
   return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
 }
 const r3 = (n: number) => Math.round(n * 1000) / 1000
+
+/** Mean server-timing phases (and the rest of the latency, `outside`) of the median calls and of the slowest 1 %. */
+function tailSplit(samples: Sample[]) {
+  const sorted = [...samples].filter((sample) => sample.serverTiming).sort((a, b) => a.ms - b.ms)
+  const split = (slice: Sample[]) => {
+    const sums: Record<string, number> = { total: 0, prepare: 0, upstream: 0, capture: 0, outside: 0 }
+    for (const sample of slice) {
+      let inside = 0
+      for (const match of (sample.serverTiming as string).matchAll(/(\w+);dur=([\d.]+)/g)) {
+        const value = Number(match[2])
+        sums[match[1] as string] = (sums[match[1] as string] ?? 0) + value
+        inside += value
+      }
+      sums.total = (sums.total as number) + sample.ms
+      sums.outside = (sums.outside as number) + sample.ms - inside
+    }
+    return Object.fromEntries(Object.entries(sums).map(([key, value]) => [key, r3(value / Math.max(1, slice.length))]))
+  }
+  const n = sorted.length
+  return {
+    calls: n,
+    median_band: split(sorted.slice(Math.floor(n * 0.45), Math.ceil(n * 0.55))),
+    slowest_1pct: split(sorted.slice(Math.floor(n * 0.99))),
+  }
+}
 const r2 = (n: number) => Math.round(n * 100) / 100
 
 const stub = await startStub()
 const persistTo = mkdtempSync(join(values['persist-dir'] ?? tmpdir(), 'rollgate-bench-'))
 const edge = await startMiniflareEdge({
   persistTo,
+  ...(values['edge-bundle'] ? { scriptPath: values['edge-bundle'] } : {}),
   vars: { ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, ROLLGATE_SIGNING_KEY: 'bench-signing-key' },
   // The edge's one line per request would flood stdout (and this process): keep only warnings and errors.
   onLog: (level, message) => {
@@ -101,7 +131,7 @@ const edge = await startMiniflareEdge({
     {
       name: 'floor',
       scriptPath: join(REPO_ROOT, 'bench/floor-worker.js'),
-      routes: ['*/floor/*', '*/floor-durable/*'],
+      routes: ['*/floor/*', '*/floor-durable/*', '*/floor-onehop/*'],
       bindings: { FLOOR_UPSTREAM_URL: stub.url },
       durableObjects: { FLOOR_SESSIONS: 'FloorSession' },
     },
@@ -127,11 +157,14 @@ try {
       if (name === 'durable_floor') {
         return { url: `${edge.url}/floor-durable/v1/chat/completions`, headers: { 'x-floor-session': `s${worker % SESSIONS}` }, body }
       }
+      if (name === 'onehop_floor') {
+        return { url: `${edge.url}/floor-onehop/v1/chat/completions`, headers: { 'x-floor-session': `h${worker % SESSIONS}` }, body }
+      }
       return { url: `${edge.url}/v1/chat/completions`, headers: { authorization: `Bearer ${tokens[worker % SESSIONS]}` }, body }
     }
-  const phase = async (name: TargetName, body: Buffer, concurrency: number, count: number): Promise<Phase> => {
+  const phase = async (name: TargetName, body: Buffer, concurrency: number, count: number, samples?: Sample[]): Promise<Phase> => {
     const cpuBefore = cpuMs(pids)
-    const load = await runLoad(targetsFor(name, body), { concurrency, count, maxMs })
+    const load = await runLoad(targetsFor(name, body), { concurrency, count, maxMs, ...(samples ? { samples } : {}) })
     const cpu = cpuMs(pids) - cpuBefore
     if (name === 'edge') edgeSucceeded += load.requests - load.errors
     if (load.errors > 0) console.log(`  ${name}: ${load.errors} errors of ${load.requests}`)
@@ -140,19 +173,21 @@ try {
 
   const perSize: Record<string, unknown> = {}
   const raw: Record<string, unknown> = {}
-  const ORDER: TargetName[] = ['direct', 'floor', 'durable_floor', 'edge']
+  const ORDER: TargetName[] = ['direct', 'floor', 'durable_floor', 'onehop_floor', 'edge']
   for (const size of sizes) {
     const body = Buffer.from(JSON.stringify(chatBody(size.bytes)))
     const byConcurrency: Record<number, Record<TargetName, Phase[]>> = {}
+    const edgeSamples: Sample[] = []
     for (const concurrency of [1, 16]) {
       const count = Number(concurrency === 1 ? values['c1-count'] : values['c16-count'])
       for (const name of ORDER) await phase(name, body, concurrency, Math.min(count, 50)) // warm: JIT, sockets, objects
-      const runs: Record<TargetName, Phase[]> = { direct: [], floor: [], durable_floor: [], edge: [] }
+      const runs: Record<TargetName, Phase[]> = { direct: [], floor: [], durable_floor: [], onehop_floor: [], edge: [] }
       for (let rep = 0; rep < reps; rep++) {
         // Rotate the order per rep so no target always runs first (or right after another).
         for (let i = 0; i < ORDER.length; i++) {
           const name = ORDER[(rep + i) % ORDER.length] as TargetName
-          runs[name].push(await phase(name, body, concurrency, count))
+          const samples = name === 'edge' && concurrency === 1 ? edgeSamples : undefined
+          runs[name].push(await phase(name, body, concurrency, count, samples))
         }
       }
       byConcurrency[concurrency] = runs
@@ -197,6 +232,33 @@ try {
         edge_added_p50_ratio: perRep(edgeAdded, durableAdded),
         edge_throughput_ratio: perRep(reqS(c16.edge), reqS(c16.durable_floor)),
       },
+      // Each durable shape against the issue's targets, side by side (ratios to the floor of the same rep):
+      // which targets the runtime itself (a Durable Object round trip + one SQLite commit) already misses.
+      vs_floor: Object.fromEntries(
+        (['durable_floor', 'onehop_floor', 'edge'] as const).map((name) => {
+          const added = c1[name].map((run, i) => run.p50 - (c1.direct[i] as Phase).p50)
+          return [
+            name,
+            {
+              added_p50_ms: r3(median(added)),
+              added_p50_ratio: perRep(added, floorAdded),
+              p99_over_p50_c1: r2(median(c1[name].map((run) => run.p99 / run.p50))),
+              p99_over_p50_c16: r2(median(c16[name].map((run) => run.p99 / run.p50))),
+              req_s_c16: pick(c16[name], 'throughput'),
+              throughput_ratio: perRep(reqS(c16[name]), reqS(c16.floor)),
+              cpu_ms_c1: pick(c1[name], 'cpu_ms_per_request'),
+              cpu_ms_c16: pick(c16[name], 'cpu_ms_per_request'),
+            },
+          ]
+        }),
+      ),
+      // Where the edge's slowest 1 % at c=1 spend their time (its server-timing phases, and outside the
+      // handler: the HTTP hop, queueing, scheduling) against its median calls; and the same tail ratio for
+      // every target: a tail the direct stub and the floor share is the machine's, not the edge's.
+      tail_c1: {
+        edge_split_ms: tailSplit(edgeSamples),
+        p99_over_p50: Object.fromEntries(ORDER.map((name) => [name, r2(median(c1[name].map((run) => run.p99 / run.p50)))])),
+      },
       targets_met: {
         added_p50: addedRatio <= TARGETS.added_p50_ratio_max,
         p99: median(c1.edge.map((run) => run.p99 / run.p50)) <= TARGETS.p99_over_p50_max,
@@ -209,12 +271,14 @@ try {
         direct: pick(c1.direct, 'p50'),
         floor: pick(c1.floor, 'p50'),
         durable_floor: pick(c1.durable_floor, 'p50'),
+        onehop_floor: pick(c1.onehop_floor, 'p50'),
         edge: pick(c1.edge, 'p50'),
       },
       c16_req_s: {
         direct: pick(c16.direct, 'throughput'),
         floor: pick(c16.floor, 'throughput'),
         durable_floor: pick(c16.durable_floor, 'throughput'),
+        onehop_floor: pick(c16.onehop_floor, 'throughput'),
         edge: pick(c16.edge, 'throughput'),
       },
     }

@@ -1,7 +1,8 @@
 /**
  * @module
  * Bounded closed-loop load: `concurrency` workers each send requests back to back until `count`
- * requests are done or `maxMs` elapses. Keep-alive connections, latency per request.
+ * requests are done or `maxMs` elapses. Keep-alive connections, latency per request (and, with
+ * `samples`, each request's latency and `server-timing` header, for splitting a tail by phase).
  */
 import { Agent, request as httpRequest } from 'node:http'
 
@@ -16,6 +17,12 @@ export interface LoadResult {
   mean: number
 }
 
+/** One request of a run: its latency and the edge's `server-timing` split, when it sent one. */
+export interface Sample {
+  ms: number
+  serverTiming: string | null
+}
+
 export interface LoadTarget {
   url: string
   headers: Record<string, string>
@@ -24,6 +31,10 @@ export interface LoadTarget {
 
 /** One request on `agent`; resolves with the status once the answer was read. */
 export function once(agent: Agent, target: LoadTarget): Promise<number> {
+  return onceWithHeaders(agent, target).then((answer) => answer.status)
+}
+
+function onceWithHeaders(agent: Agent, target: LoadTarget): Promise<{ status: number; serverTiming: string | null }> {
   const url = new URL(target.url)
   return new Promise((resolve, reject) => {
     const request = httpRequest(
@@ -37,7 +48,8 @@ export function once(agent: Agent, target: LoadTarget): Promise<number> {
       },
       (response) => {
         response.on('data', () => {})
-        response.on('end', () => resolve(response.statusCode ?? 0))
+        const timing = response.headers['server-timing']
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, serverTiming: typeof timing === 'string' ? timing : null }))
         response.on('error', reject)
       },
     )
@@ -54,7 +66,7 @@ function percentile(sorted: number[], p: number): number {
 /** `targets(worker)` picks the target per worker (e.g. one session per worker). */
 export async function runLoad(
   targets: (worker: number) => LoadTarget,
-  options: { concurrency: number; count: number; maxMs: number },
+  options: { concurrency: number; count: number; maxMs: number; samples?: Sample[] },
 ): Promise<LoadResult> {
   const agent = new Agent({ keepAlive: true, maxSockets: options.concurrency })
   const latencies: number[] = []
@@ -68,13 +80,17 @@ export async function runLoad(
       while (issued < options.count && performance.now() < deadline) {
         issued++
         const t0 = performance.now()
+        let serverTiming: string | null = null
         try {
-          const status = await once(agent, target)
-          if (status !== 200) errors++
+          const answer = await onceWithHeaders(agent, target)
+          serverTiming = answer.serverTiming
+          if (answer.status !== 200) errors++
         } catch {
           errors++
         }
-        latencies.push(performance.now() - t0)
+        const ms = performance.now() - t0
+        latencies.push(ms)
+        options.samples?.push({ ms, serverTiming })
       }
     }),
   )

@@ -29,6 +29,8 @@ import type { Sql } from './sql.ts'
 export class SessionStore {
   readonly #sql: Sql
   #config: SessionConfig | null | undefined
+  /** Read on every model call (revocation check, record): kept once read; only `setFinalization` changes it. */
+  #finalization: SessionFinalization | null | undefined
 
   constructor(sql: Sql) {
     this.#sql = sql
@@ -43,12 +45,16 @@ export class SessionStore {
   }
 
   finalization(): SessionFinalization | null {
-    const row = this.#sql.first<{ value: string }>("SELECT value FROM rg_meta WHERE key = 'finalized'")
-    return row ? (JSON.parse(row.value) as SessionFinalization) : null
+    if (this.#finalization === undefined) {
+      const row = this.#sql.first<{ value: string }>("SELECT value FROM rg_meta WHERE key = 'finalized'")
+      this.#finalization = row ? (JSON.parse(row.value) as SessionFinalization) : null
+    }
+    return this.#finalization
   }
 
   setFinalization(finalization: SessionFinalization): void {
     this.#sql.run("INSERT OR REPLACE INTO rg_meta (key, value) VALUES ('finalized', ?)", JSON.stringify(finalization))
+    this.#finalization = finalization
   }
 
   /** Create once; a second create with the same id returns the stored config unchanged. */

@@ -33,11 +33,13 @@ export interface ProxyContext {
   waitUntil(promise: Promise<unknown>): void
 }
 
+const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'))
+
 export function newCompletionId(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(12))
-  let hex = ''
-  for (const byte of bytes) hex += byte.toString(16).padStart(2, '0')
-  return `cmpl_${hex}`
+  let hex = 'cmpl_'
+  for (let i = 0; i < bytes.length; i++) hex += HEX[bytes[i] as number]
+  return hex
 }
 
 export async function handleProxyRequest(context: ProxyContext, adapter: ProviderAdapter): Promise<Response> {

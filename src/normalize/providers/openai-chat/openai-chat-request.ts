@@ -5,10 +5,16 @@
  */
 import type { ChatMessage, ChatRequest, ParsedRequest, Warning } from '../../types.ts'
 import { parseOrThrow } from '../../zod-issues.ts'
-import { openaiChatRequestSchema } from './openai-chat-wire.ts'
+import { requestLooksValid } from './openai-chat-shape.ts'
+import { type OpenaiChatRequest, openaiChatRequestSchema } from './openai-chat-wire.ts'
+
+/** The request checked structurally (no copy of its messages), else by the schema, whose issue is the error. */
+function validRequest(body: unknown): Pick<OpenaiChatRequest, 'model' | 'stream' | 'stream_options'> {
+  return requestLooksValid(body) ? body : parseOrThrow(openaiChatRequestSchema, body)
+}
 
 export function parseOpenaiChatRequest(body: unknown): ParsedRequest {
-  const parsed = parseOrThrow(openaiChatRequestSchema, body)
+  const parsed = validRequest(body)
   const original = body as ChatRequest
   const warnings: Warning[] = []
   let messages = original.messages

@@ -1,0 +1,142 @@
+/**
+ * @module
+ * `npm run bench:gateway-ab -- --bundle before=/tmp/a/index.js --bundle after=/tmp/b/index.js`: an A/B of
+ * edge bundles (`npx wrangler deploy --dry-run --outdir DIR` of each version; `--bundle NAME=current`
+ * bundles this tree). Each bundle runs in a Miniflare (workerd) of its own against one vLLM-shaped stub;
+ * the variants take turns, rep by rep, in rotated order, so a change is judged against the other version
+ * measured seconds apart on the same (shared, loaded) machine. Per size and variant: p50 / p99 at
+ * concurrency 1, req/s at 16, and CPU ms per request of that variant's workerd process (`/proc`).
+ *
+ * Last line: one JSON object with the medians per variant and each variant's ratio to the first.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
+import { chatBody } from './lib/chat-bodies.ts'
+import { type LoadResult, runLoad } from './lib/load.ts'
+import { cpuMs, workerdPids } from './lib/proc-stats.ts'
+import { startStub } from './lib/start-stub.ts'
+
+const ADMIN_TOKEN = 'bench-admin-token'
+
+const { values } = parseArgs({
+  options: {
+    bundle: { type: 'string', multiple: true, default: [] },
+    reps: { type: 'string', default: '5' },
+    sizes: { type: 'string', default: '2048,55296' },
+    'c1-count': { type: 'string', default: '200' },
+    'c16-count': { type: 'string', default: '600' },
+    concurrency: { type: 'string', default: '1,16' },
+    'max-seconds': { type: 'string', default: '30' },
+    'persist-dir': { type: 'string', default: '/dev/shm' },
+  },
+})
+
+const specs = (values.bundle ?? []).map((entry) => {
+  const at = entry.indexOf('=')
+  if (at <= 0) throw new Error(`--bundle wants NAME=PATH (or NAME=current), got ${entry}`)
+  return { name: entry.slice(0, at), path: entry.slice(at + 1) }
+})
+if (specs.length < 2) throw new Error('give at least two --bundle NAME=PATH')
+
+const median = (numbers: number[]): number => {
+  const sorted = [...numbers].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
+}
+const r3 = (n: number) => Math.round(n * 1000) / 1000
+
+const stub = await startStub()
+const persistRoot = mkdtempSync(join(values['persist-dir'] ?? tmpdir(), 'rollgate-ab-'))
+const variants: { name: string; url: string; pid: number; tokens: string[]; stop: () => Promise<void> }[] = []
+const loadStart = loadavg()[0] as number
+let result: Record<string, unknown> = {}
+try {
+  for (const [i, spec] of specs.entries()) {
+    const before = new Set(workerdPids())
+    const edge = await startMiniflareEdge({
+      persistTo: join(persistRoot, String(i)),
+      ...(spec.path === 'current' ? {} : { scriptPath: spec.path }),
+      vars: { ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, ROLLGATE_SIGNING_KEY: 'bench-signing-key' },
+      onLog: (level, message) => {
+        if (level === 'warn' || level === 'error') console.error(message)
+      },
+    })
+    const pid = workerdPids().find((p) => !before.has(p))
+    if (pid === undefined) throw new Error(`no workerd process found for ${spec.name}`)
+    const tokens = await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        const response = await fetch(`${edge.url}/v1/sessions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ upstream: { url: stub.url, kind: 'vllm', served_model: 'Qwen/Qwen3-8B' } }),
+        })
+        if (response.status !== 201) throw new Error(`session create failed: ${response.status}`)
+        return ((await response.json()) as { token: string }).token
+      }),
+    )
+    variants.push({ name: spec.name, url: edge.url, pid, tokens, stop: edge.stop })
+  }
+  const reps = Number(values.reps)
+  const maxMs = Number(values['max-seconds']) * 1000
+  const sizes: Record<string, unknown> = {}
+  for (const size of (values.sizes ?? '').split(',').map(Number)) {
+    const body = Buffer.from(JSON.stringify(chatBody(size)))
+    const perSize: Record<string, Record<string, number>> = {}
+    for (const concurrency of (values.concurrency ?? '').split(',').map(Number)) {
+      const count = Number(concurrency === 1 ? values['c1-count'] : values['c16-count'])
+      const runs = new Map<string, (LoadResult & { cpu: number })[]>(variants.map((v) => [v.name, []]))
+      const run = async (variant: (typeof variants)[number], n: number) => {
+        const cpuBefore = cpuMs([variant.pid])
+        const load = await runLoad(
+          (worker) => ({
+            url: `${variant.url}/v1/chat/completions`,
+            headers: { authorization: `Bearer ${variant.tokens[worker % variant.tokens.length]}` },
+            body,
+          }),
+          { concurrency, count: n, maxMs },
+        )
+        if (load.errors) console.log(`  ${variant.name}: ${load.errors} errors of ${load.requests}`)
+        return { ...load, cpu: (cpuMs([variant.pid]) - cpuBefore) / Math.max(1, load.requests) }
+      }
+      for (const variant of variants) await run(variant, Math.min(count, 60)) // warm
+      for (let rep = 0; rep < reps; rep++) {
+        for (let i = 0; i < variants.length; i++) {
+          const variant = variants[(rep + i) % variants.length] as (typeof variants)[number]
+          runs.get(variant.name)?.push(await run(variant, count))
+        }
+      }
+      const base = runs.get(variants[0]?.name as string) ?? []
+      for (const variant of variants) {
+        const mine = runs.get(variant.name) ?? []
+        const figures = {
+          p50: r3(median(mine.map((r) => r.p50))),
+          p99: r3(median(mine.map((r) => r.p99))),
+          req_s: r3(median(mine.map((r) => r.throughput))),
+          cpu_ms: r3(median(mine.map((r) => r.cpu))),
+          // Per rep against the first variant's same rep, then the median.
+          p50_ratio: r3(median(mine.map((r, i) => r.p50 / (base[i] as LoadResult).p50))),
+          cpu_ratio: r3(median(mine.map((r, i) => r.cpu / Math.max(0.001, (base[i] as { cpu: number }).cpu)))),
+          req_s_ratio: r3(median(mine.map((r, i) => r.throughput / (base[i] as LoadResult).throughput))),
+        }
+        perSize[`${variant.name}_c${concurrency}`] = figures
+        console.log(`${String(size).padStart(7)} c${String(concurrency).padEnd(3)}${variant.name.padEnd(14)}${JSON.stringify(figures)}`)
+      }
+    }
+    sizes[String(body.length)] = perSize
+  }
+  result = {
+    bench: 'gateway-ab',
+    reps,
+    variants: specs,
+    load_average: { start: Math.round(loadStart * 100) / 100, end: Math.round((loadavg()[0] as number) * 100) / 100 },
+    sizes,
+  }
+} finally {
+  for (const variant of variants) await variant.stop().catch(() => {})
+  await stub.stop()
+  rmSync(persistRoot, { recursive: true, force: true })
+}
+console.log(JSON.stringify(result))

@@ -1,0 +1,142 @@
+import { readdirSync } from 'node:fs'
+import { join } from 'node:path'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { messagesLookValid, requestLooksValid, toolsLookValid } from '../../../src/normalize/providers/openai-chat/openai-chat-shape.ts'
+import {
+  openaiChatMessageSchema,
+  openaiChatRequestSchema,
+  openaiChatToolSchema,
+} from '../../../src/normalize/providers/openai-chat/openai-chat-wire.ts'
+import { openaiChat } from '../../../src/normalize/providers/openai-chat/index.ts'
+import { z } from 'zod'
+import { fixture } from './fixtures.ts'
+
+const NAMES = readdirSync(join(import.meta.dirname, '../../../src/normalize/providers/openai-chat/__fixtures__'))
+  .filter((file) => file.endsWith('.request.json'))
+  .map((file) => file.replace(/\.request\.json$/, ''))
+const BODIES = NAMES.map((name) => fixture('openai-chat', name).body)
+
+const messagesSchema = z.array(openaiChatMessageSchema).min(1)
+const toolsSchema = z.array(openaiChatToolSchema).nullish()
+
+type Path = (string | number)[]
+/** Every place inside `value` a mutation can hit (the value itself included). */
+function paths(value: unknown, at: Path = []): Path[] {
+  const out: Path[] = [at]
+  if (Array.isArray(value)) {
+    for (const [i, item] of value.entries()) out.push(...paths(item, [...at, i]))
+  } else if (value && typeof value === 'object') for (const [key, item] of Object.entries(value)) out.push(...paths(item, [...at, key]))
+  return out
+}
+function mutate(root: unknown, path: Path, replacement: unknown, remove: boolean): unknown {
+  if (path.length === 0) return replacement
+  const copy = structuredClone(root) as Record<string | number, unknown>
+  let node = copy
+  for (const key of path.slice(0, -1)) node = node[key] as Record<string | number, unknown>
+  const last = path[path.length - 1] as string | number
+  if (remove && !Array.isArray(node)) delete node[last]
+  else node[last] = replacement
+  return copy
+}
+
+const ODD = [
+  null,
+  '',
+  'bogus',
+  'function',
+  'user',
+  0,
+  -1,
+  1,
+  1.5,
+  2,
+  2.5,
+  20,
+  21,
+  1e20,
+  true,
+  false,
+  [],
+  [{}],
+  ['x'],
+  [1],
+  {},
+  { type: 'text' },
+  { type: 1 },
+  { name: '' },
+  { include_usage: 1 },
+]
+const replacement = fc.oneof(fc.constantFrom(...ODD), fc.jsonValue({ maxDepth: 2 }))
+
+describe('the structural pass over OpenAI chat requests', () => {
+  it('takes every recorded harness request (the fast path is really used)', () => {
+    expect(BODIES.length).toBeGreaterThan(10)
+    for (const body of BODIES) {
+      expect(requestLooksValid(body)).toBe(true)
+      expect(messagesLookValid(body.messages)).toBe(true)
+      expect(toolsLookValid(body.tools)).toBe(true)
+    }
+  })
+
+  it('never accepts messages or tools the schema refuses (mutations of the recorded requests)', () => {
+    const targets = BODIES.flatMap((body) => [
+      { kind: 'messages' as const, value: body.messages },
+      { kind: 'tools' as const, value: body.tools },
+    ]).filter((target) => target.value !== undefined)
+    fc.assert(
+      fc.property(fc.nat(), fc.nat(), replacement, fc.boolean(), (which, where, value, remove) => {
+        const target = targets[which % targets.length] as (typeof targets)[number]
+        const all = paths(target.value)
+        const mutated = mutate(target.value, all[where % all.length] as Path, value, remove)
+        const fast = target.kind === 'messages' ? messagesLookValid(mutated) : toolsLookValid(mutated)
+        const full = (target.kind === 'messages' ? messagesSchema : toolsSchema).safeParse(mutated).success
+        if (fast) expect(full).toBe(true)
+      }),
+      { numRuns: 3000 },
+    )
+  })
+
+  it('never accepts a request the schema refuses (mutations anywhere in the recorded requests, top-level fields added)', () => {
+    const KEYS = [
+      'model',
+      'stream',
+      'stream_options',
+      'n',
+      'max_tokens',
+      'max_completion_tokens',
+      'temperature',
+      'top_p',
+      'stop',
+      'logprobs',
+      'top_logprobs',
+      'messages',
+      'tools',
+    ]
+    fc.assert(
+      fc.property(
+        fc.nat(),
+        fc.nat(),
+        fc.constantFrom(...KEYS),
+        replacement,
+        fc.boolean(),
+        fc.boolean(),
+        (which, where, key, value, remove, atKey) => {
+          const body = BODIES[which % BODIES.length] as Record<string, unknown>
+          const all = paths(body)
+          const mutated = atKey ? mutate(body, [key], value, remove) : mutate(body, all[where % all.length] as Path, value, remove)
+          if (requestLooksValid(mutated)) expect(openaiChatRequestSchema.safeParse(mutated).success).toBe(true)
+        },
+      ),
+      { numRuns: 4000 },
+    )
+  })
+
+  it('a refused request still gets the schema’s own error (param and message)', () => {
+    const body = structuredClone(BODIES[0]) as { messages: { role: string }[] }
+    ;(body.messages[0] as { role: string }).role = 'robot'
+    expect(() => openaiChat.parseRequest(body, new URL('http://edge.test/v1/chat/completions'))).toThrow(/^messages\[0\]\.role: /)
+    const noName = { ...structuredClone(BODIES[0]), tools: [{ type: 'function', function: { name: '' } }] }
+    expect(() => openaiChat.parseRequest(noName, new URL('http://edge.test/v1/chat/completions'))).toThrow(/^tools\[0\]\.function\.name: /)
+  })
+})
