@@ -3,10 +3,10 @@
  * key helper, and the CLI.
  */
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { sessionResultSchema, type Trajectory } from '../../src/contract/trajectory.ts'
 import {
   applyEvalResult,
@@ -289,6 +289,7 @@ describe('CLI (scripts/reconstruct.ts)', () => {
   const bare = join(dir, 'records.json')
   writeFileSync(wrapped, JSON.stringify({ session_id: 'sess-1', completions: records }))
   writeFileSync(bare, JSON.stringify(records))
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
   it('reads both file shapes and prints every format', () => {
     const trajectory = JSON.parse(runCli(['--records', wrapped])) as Trajectory

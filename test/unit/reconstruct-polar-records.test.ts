@@ -4,7 +4,7 @@
  * Records without Rollgate's extension (as a Polar gateway or its disk dump writes them) give the
  * same traces for single-agent sessions of trainable records.
  */
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import fc from 'fast-check'
@@ -13,6 +13,7 @@ import { completionRecordSchema } from '../../src/contract/completion-record.ts'
 import { fromPolarCompletionRecords, isPolarRecord, reconstructTrajectory, toPolarCompletionRecord } from '../../src/reconstruct/index.ts'
 import { runCli } from '../../scripts/reconstruct.ts'
 import { makeRecord } from './reconstruct-support/records.ts'
+import { expectEqual } from './reconstruct-support/same-value.ts'
 import { type SimOptions, simulateSession, TOKENS } from './reconstruct-support/simulate-tokens.ts'
 
 const BUILDS = [
@@ -96,11 +97,14 @@ describe('Polar CompletionRecord shape', () => {
         const { records } = simulateSession(sim)
         const back = fromPolarCompletionRecords(records.map((record) => viaJson(toPolarCompletionRecord(record)) as unknown))
         const bySeq = [...back].sort((a, b) => a.seq - b.seq)
-        expect(bySeq).toEqual(records.map((record) => completionRecordSchema.parse(viaJson(record))))
+        expectEqual(
+          bySeq,
+          records.map((record) => completionRecordSchema.parse(viaJson(record))),
+        )
         for (const { builder, config } of BUILDS) {
           const direct = reconstructTrajectory(records, { builder, config })
           const polar = reconstructTrajectory(back, { builder, config })
-          expect(polar).toEqual(direct)
+          expectEqual(polar, direct)
         }
       }),
       { numRuns: 60 },
@@ -145,7 +149,7 @@ describe('Polar CompletionRecord shape', () => {
           for (const { builder, config } of BUILDS) {
             const direct = reconstructTrajectory(records, { builder, config })
             const polar = reconstructTrajectory(back, { builder, config })
-            expect(
+            expectEqual(
               polar.traces.map((t) => [
                 t.prompt_ids,
                 t.response_ids,
@@ -154,7 +158,6 @@ describe('Polar CompletionRecord shape', () => {
                 t.prompt_messages,
                 t.response_messages,
               ]),
-            ).toEqual(
               direct.traces.map((t) => [
                 t.prompt_ids,
                 t.response_ids,
@@ -193,8 +196,12 @@ describe('Polar CompletionRecord shape', () => {
     const polar = join(dir, 'polar.json')
     writeFileSync(rollgate, JSON.stringify({ session_id: 'sess-1', completions: records }))
     writeFileSync(polar, JSON.stringify({ session_id: 'sess-1', completions: records.map(toPolarCompletionRecord) }))
-    for (const format of ['trajectory', 'slime']) {
-      expect(runCli(['--records', polar, '--format', format])).toBe(runCli(['--records', rollgate, '--format', format]))
+    try {
+      for (const format of ['trajectory', 'slime']) {
+        expect(runCli(['--records', polar, '--format', format])).toBe(runCli(['--records', rollgate, '--format', format]))
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
     }
   })
 

@@ -4,7 +4,7 @@
  * bound, every session ends exactly once, and every runtime that was prepared is disposed exactly once.
  */
 import fc from 'fast-check'
-import { describe, expect, it } from 'vitest'
+import { describe, it } from 'vitest'
 import { type Outcome, type PipelineJob, type PipelineStage, type StopKind, StagePipeline } from '../../../runner/pools/pipeline.ts'
 import { flush, job, ManualStages, type StepKind } from './manual-stages.ts'
 
@@ -104,22 +104,27 @@ describe('stage pipeline property', () => {
             await flush()
             check()
           }
-          expect(pipeline.size).toBe(0)
+          // Plain comparisons here too (400 runs × every session): a failure names the session and the rule.
+          const must = (ok: boolean, what: string) => {
+            if (!ok) throw new Error(what)
+          }
+          must(pipeline.size === 0, `pipeline still holds ${pipeline.size} sessions`)
           for (const pool of [pipeline.init, pipeline.run, pipeline.postrun]) {
-            expect(pool.inUse).toBe(0)
-            expect(pool.doubleReleases).toBe(0)
-            expect(pool.peak).toBeLessThanOrEqual(pool.capacity)
+            must(pool.inUse === 0, `a pool leaks ${pool.inUse} slots`)
+            must(pool.doubleReleases === 0, `a pool released a slot twice (${pool.doubleReleases})`)
+            must(pool.peak <= pool.capacity, `a pool peaked at ${pool.peak} over its capacity ${pool.capacity}`)
           }
           for (const id of submitted) {
-            expect(finished.get(id), `${id} ends once`).toBe(1)
-            expect(stages.disposed.get(id) ?? 0, `${id} disposed`).toBe(initialized.has(id) ? 1 : (stages.disposed.get(id) ?? 0))
-            expect(stages.disposed.get(id) ?? 0).toBeLessThanOrEqual(1)
-            expect(stages.evalDisposed.get(id) ?? 0, `${id} eval runtime disposed`).toBe(stages.evalPrepared.has(id) ? 1 : 0)
+            const disposed = stages.disposed.get(id) ?? 0
+            must(finished.get(id) === 1, `${id} ends ${finished.get(id) ?? 0} times, not once`)
+            must(disposed === (initialized.has(id) ? 1 : disposed) && disposed <= 1, `${id} disposed ${disposed} times`)
+            const evalDisposed = stages.evalDisposed.get(id) ?? 0
+            must(evalDisposed === (stages.evalPrepared.has(id) ? 1 : 0), `${id} eval runtime disposed ${evalDisposed} times`)
             const outcome = outcomes.get(id) as Outcome
             // A session that reached RUNNING always has an agent result (partial results are never dropped).
-            if (outcome.lastStage === 'POST_RUN') expect(outcome.agentResult).not.toBeNull()
+            must(outcome.lastStage !== 'POST_RUN' || outcome.agentResult !== null, `${id} reached POST_RUN without an agent result`)
           }
-          expect(stages.pending).toEqual([])
+          must(stages.pending.length === 0, `steps left pending: ${stages.pending.map((step) => `${step.kind}:${step.id}`).join(', ')}`)
         },
       ),
       { numRuns: 400 },
