@@ -67,7 +67,9 @@ export interface CreditedQueueOptions {
   grant?(bytes: number): void
   /** The consumer took `bytes` (called before any grant). */
   taken?(bytes: number): void
-  /** The consumer cancelled the stream. */
+  /** Queued bytes were dropped unread (the queue failed). */
+  dropped?(bytes: number): void
+  /** The consumer cancelled the stream (the queue has failed already). */
   cancel?(): void
 }
 
@@ -158,8 +160,10 @@ export class CreditedQueue {
   fail(error: Error): void {
     if (this.#failed) return
     this.#failed = error
+    const dropped = this.#queued
     this.#frames.length = 0
     this.#queued = 0
+    if (dropped) this.#options.dropped?.(dropped)
     const waiter = this.#waiter
     this.#waiter = null
     waiter?.reject(error)
@@ -174,7 +178,10 @@ export class CreditedQueue {
           if (chunk) controller.enqueue(chunk)
           else controller.close()
         },
-        cancel: () => this.#options.cancel?.(),
+        cancel: () => {
+          this.fail(new Error('the reader cancelled'))
+          this.#options.cancel?.()
+        },
       },
       { highWaterMark: 0 },
     )

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest'
 import { TUNNEL_CAPABILITY, TUNNEL_FRAME_BYTES, TUNNEL_WINDOW_BYTES } from '../../src/contract/runner-protocol.ts'
 import { decodeEdgeFrame, type EdgeBodyFrame, encodeTunnelFrame } from '../../src/contract/tunnel-frames.ts'
 import { linkStub } from '../../src/worker/pipeline/rollout-stubs.ts'
+import { runnerTunnelFetch } from '../../src/worker/pipeline/runner-tunnel.ts'
 import { eventually, TestRunner } from './rollout-support.ts'
 
 const WINDOW = TUNNEL_WINDOW_BYTES
@@ -40,13 +41,16 @@ describe('tunnel credit through the runner link', () => {
       }
     })
     const upload = new Uint8Array(UPLOAD).map((_, i) => i % 253)
-    const pending = linkStub(env, 'credit-r1').fetch(
-      new Request('https://runner-link/tunnel/credit-r1/v1/echo', {
-        method: 'POST',
-        body: upload,
-        headers: { 'content-type': 'application/json' },
-      }),
-    )
+    // The Worker's own path to the link, as the pipeline's engine call takes it.
+    const pending = runnerTunnelFetch(
+      env,
+      'credit-r1',
+      30_000,
+    )('runner://credit-r1/v1/echo', {
+      method: 'POST',
+      body: upload,
+      headers: { 'content-type': 'application/json' },
+    })
     await eventually(async () => expect(frames.at(-1)).toMatchObject({ more: false }))
     expect(worstAhead).toBeLessThanOrEqual(WINDOW)
     const got = new Uint8Array(received)

@@ -43,6 +43,8 @@ describe('malformed tunnel.head', () => {
       const body = (await res.json()) as { type: string; error: { type: string; message: string } }
       expect(body).toMatchObject({ type: 'error', error: { type: 'api_error' } })
       expect(body.error.message).toContain('invalid response head')
+      // The tunnel's named error reaches the caller in its own (Anthropic) shape.
+      expect(body.error.message).toContain('runner_invalid_head: ')
       const cancel = await runner.next('tunnel.cancel', (message) => message.request_id === request.request_id)
       expect(cancel.reason).toContain('invalid tunnel.head')
     }

@@ -11,7 +11,9 @@
  * leave this object.
  *
  * Internal routes (reached through `stub.fetch` from the Worker, which checks the shared runner token
- * first): `GET /connect?runner_id=` (WebSocket upgrade) and `ANY /tunnel/<runner_id>/<engine path>`.
+ * first): `GET /connect?runner_id=` (WebSocket upgrade) and `ANY /tunnel/<runner_id>/<engine path>` (a
+ * one-frame answer comes back whole, a longer one streamed; a tunnel failure is a JSON answer whose
+ * `error.code` names it).
  * Runner identity (`runner-credentials.ts`, kept by the hub): the per-runner secret is checked before a
  * socket is accepted or a live one touched. Enrolled id without the right secret → 401 (the live
  * connection stays); connected but not enrolled yet → 409; no credential → accepted, and its
@@ -33,7 +35,7 @@ import { exceedsJsonDepth, jsonDepthMessage } from '../../normalize/json-depth.t
 import type { LinkDelivery } from './link-outbox.ts'
 import { RUNNER_HUB_NAME, RUNNER_ID, RUNNER_ID_MESSAGE } from './names.ts'
 import type { RunnerHubLinkRpc } from './runner-hub.ts'
-import { TUNNEL_TIMEOUT_HEADER, type TunnelFeatures, TunnelRequests, type TunnelStats } from './tunnel.ts'
+import { TUNNEL_TIMEOUT_HEADER, type TunnelAnswer, type TunnelFeatures, TunnelRequests, type TunnelStats, tunnelError } from './tunnel.ts'
 
 /** Default deadline of a tunnelled request (Polar's inference read timeout). */
 export const DEFAULT_TUNNEL_TIMEOUT_MS = 900_000
@@ -83,6 +85,10 @@ function positiveInt(value: string | undefined | null, fallback: number): number
   return Number.isInteger(parsed) && parsed > 0 ? parsed : fallback
 }
 
+function answerResponse(answer: TunnelAnswer): Response {
+  return new Response(answer.body, { status: answer.status, headers: answer.headers })
+}
+
 function jsonError(status: number, message: string): Response {
   return Response.json({ error: { message, type: 'runner_hub_error', code: status } }, { status })
 }
@@ -91,16 +97,15 @@ export class RunnerLink extends DurableObject<Env> {
   readonly #tunnel: TunnelRequests
   readonly #tunnelled = new Map<string, number>()
   readonly #attachments = new WeakMap<WebSocket, Attachment>()
+  /** The open socket (cached: every tunnel frame needs it; after hibernation it is looked up again). */
+  #socket: WebSocket | null = null
   /** Control messages and the disconnect reach the hub in order (tunnel frames bypass this). */
   #chain: Promise<void> = Promise.resolve()
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env)
     this.#tunnel = new TunnelRequests({
-      features: (runnerId) => {
-        const ws = this.#socketOf(runnerId)
-        return ws ? featuresOf(this.#attachment(ws)?.capabilities) : null
-      },
+      features: (runnerId) => this.#tunnelFeatures(runnerId),
       send: (runnerId, message) => this.#send(runnerId, message),
     })
   }
@@ -168,6 +173,7 @@ export class RunnerLink extends DurableObject<Env> {
     const pair = new WebSocketPair()
     const [client, server] = [pair[0], pair[1]]
     this.ctx.acceptWebSocket(server, [runnerId])
+    this.#socket = server
     this.#setAttachment(server, { runner_id: runnerId, registered: false, enrolling: verdict === 'none' })
     return new Response(null, { status: 101, webSocket: client })
   }
@@ -177,27 +183,30 @@ export class RunnerLink extends DurableObject<Env> {
     const slash = rest.indexOf('/')
     if (slash <= 0) return jsonError(400, 'expected /tunnel/<runner_id>/<path>')
     const runnerId = decodeURIComponent(rest.slice(0, slash))
-    const timeoutMs = positiveInt(request.headers.get(TUNNEL_TIMEOUT_HEADER), DEFAULT_TUNNEL_TIMEOUT_MS)
+    const features = this.#tunnelFeatures(runnerId)
     const bodyless = request.method === 'GET' || request.method === 'HEAD'
-    const body = bodyless
-      ? ''
-      : this.#tunnel.bodyKind(runnerId) === 'bytes'
-        ? new Uint8Array(await request.arrayBuffer())
-        : await request.text()
+    const body = bodyless ? null : features?.binary ? new Uint8Array(await request.arrayBuffer()) : await request.text()
+    const headers: Record<string, string> = {}
+    request.headers.forEach((value, key) => {
+      if (key !== TUNNEL_TIMEOUT_HEADER) headers[key] = value
+    })
+    const requestId = crypto.randomUUID()
+    const signal = request.signal
+    if (signal.aborted) return answerResponse(tunnelError('client_disconnected', 'client disconnected'))
+    const onAbort = () => this.#tunnel.cancel(requestId, 'client disconnected')
+    signal.addEventListener('abort', onAbort)
     this.#tunnelled.set(runnerId, (this.#tunnelled.get(runnerId) ?? 0) + 1)
-    try {
-      return await this.#tunnel.open(runnerId, {
-        method: request.method,
-        path: `${rest.slice(slash)}${url.search}`,
-        headers: request.headers,
-        body,
-        timeoutMs,
-        signal: request.signal,
-      })
-    } catch (error) {
-      const message = (error as Error).message
-      return jsonError(/within \d+ ms/.test(message) ? 504 : 502, message)
-    }
+    const answer = await this.#tunnel.open(runnerId, {
+      request_id: requestId,
+      method: request.method,
+      path: `${rest.slice(slash)}${url.search}`,
+      headers,
+      body,
+      timeout_ms: positiveInt(request.headers.get(TUNNEL_TIMEOUT_HEADER), DEFAULT_TUNNEL_TIMEOUT_MS),
+    })
+    // A streamed answer keeps the abort wired (the cancel ends the stream); a whole one is done.
+    if (!(answer.body instanceof ReadableStream)) signal.removeEventListener('abort', onAbort)
+    return answerResponse(answer)
   }
 
   // --- WebSocket (hibernation API) ---
@@ -296,8 +305,17 @@ export class RunnerLink extends DurableObject<Env> {
   }
 
   /** The open socket of this runner, if any. */
+  #tunnelFeatures(runnerId: string): TunnelFeatures | null {
+    const ws = this.#socketOf(runnerId)
+    return ws ? featuresOf(this.#attachment(ws)?.capabilities) : null
+  }
+
   #socketOf(runnerId: string): WebSocket | null {
-    const ws = this.#sockets()[0]
+    let ws = this.#socket
+    if (ws?.readyState !== WebSocket.OPEN) {
+      ws = this.#sockets()[0] ?? null
+      this.#socket = ws
+    }
     return ws && this.#attachment(ws)?.runner_id === runnerId ? ws : null
   }
 

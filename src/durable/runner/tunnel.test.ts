@@ -4,11 +4,11 @@
  * holds its window, other requests keep flowing), a runner that overruns its window is cut off, a
  * cancelled request releases its state, and a plain v1 runner still gets text frames without credits.
  */
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import type { EdgeMessage } from '../../contract/runner-protocol.ts'
 import { TUNNEL_FRAME_BYTES } from '../../contract/runner-protocol.ts'
 import type { EdgeBodyFrame } from '../../contract/tunnel-frames.ts'
-import { type TunnelFeatures, TunnelRequests } from './tunnel.ts'
+import { type TunnelAnswer, type TunnelFeatures, TunnelRequests } from './tunnel.ts'
 
 const WINDOW = 64 * 1024
 const CREDIT: TunnelFeatures = { binary: true, credit: true, windowBytes: WINDOW }
@@ -26,17 +26,13 @@ function link(features: TunnelFeatures) {
   return { sent, tunnel, bodyBytes }
 }
 
-function open(tunnel: TunnelRequests, body: string | Uint8Array = '') {
-  const controller = new AbortController()
-  const response = tunnel.open('r1', {
-    method: 'POST',
-    path: '/v1/x',
-    headers: new Headers(),
-    body,
-    timeoutMs: 10_000,
-    signal: controller.signal,
-  })
-  return { response, controller }
+let calls = 0
+
+function open(tunnel: TunnelRequests, body: string | Uint8Array = '', timeoutMs = 10_000) {
+  const requestId = `q${calls++}`
+  const answer = tunnel.open('r1', { request_id: requestId, method: 'POST', path: '/v1/x', headers: {}, body, timeout_ms: timeoutMs })
+  const response = answer.then((value) => new Response(value.body, { status: value.status, headers: value.headers }))
+  return { response, answer, requestId }
 }
 
 const requestIdOf = (sent: (EdgeMessage | EdgeBodyFrame)[], index = 0) =>
@@ -200,5 +196,151 @@ describe('edge tunnel flow control', () => {
     expect(await (await response).text()).toBe(`${big}end`)
     expect(sent.some((message) => message.type === 'tunnel.credit')).toBe(false)
     expect(tunnel.stats.window_violations).toBe(0)
+  })
+})
+
+/** The named error of a failed answer (its JSON body's `error.code`) and its status. */
+async function errorOf(answer: Promise<TunnelAnswer>): Promise<{ status: number; code: string; message: string }> {
+  const value = await answer
+  const body = JSON.parse(new TextDecoder().decode(value.body as Uint8Array)) as { error: { code: string; message: string } }
+  return { status: value.status, code: body.error.code, message: body.error.message }
+}
+
+describe('edge tunnel bounds', () => {
+  it('a v1 runner (no credit) is held to the answer cap: beyond it the call fails, named, and the runner is told', async () => {
+    const sent: (EdgeMessage | EdgeBodyFrame)[] = []
+    const tunnel = new TunnelRequests(
+      { features: () => V1, send: (_runnerId, message) => sent.push(message) > 0 },
+      { v1AnswerQueueBytes: 4096 },
+    )
+    const { response, requestId } = open(tunnel, '{}')
+    tunnel.onMessage('r1', { type: 'tunnel.head', request_id: requestId, status: 200, headers: {}, body: 'x'.repeat(2048), more: true })
+    const reader = (await response).body?.getReader() as ReadableStreamDefaultReader<Uint8Array>
+    // The reader does not read: 4 KiB queue, the next byte is beyond the cap.
+    tunnel.onMessage('r1', { type: 'tunnel.chunk', request_id: requestId, data: 'y'.repeat(2048), more: true })
+    expect(tunnel.buffered).toBe(4096)
+    tunnel.onMessage('r1', { type: 'tunnel.chunk', request_id: requestId, data: 'z', more: true })
+    expect(sent.at(-1)).toMatchObject({ type: 'tunnel.cancel', request_id: requestId, reason: 'answer queue full' })
+    await expect(reader.read()).rejects.toThrow(/^tunnel_answer_overflow: /)
+    expect(tunnel.size).toBe(0)
+    expect(tunnel.buffered).toBe(0)
+  })
+
+  it('the link holds at most its buffer bound: a call beyond it is refused before sending, an answer beyond it fails its call', async () => {
+    const sent: (EdgeMessage | EdgeBodyFrame)[] = []
+    const bound = 2 * WINDOW + WINDOW / 2
+    const tunnel = new TunnelRequests(
+      { features: () => CREDIT, send: (_runnerId, message) => sent.push(message) > 0 },
+      { linkBufferBytes: bound },
+    )
+    // Two answers a window each, unread: two windows held.
+    const unread = [open(tunnel, new Uint8Array(1)), open(tunnel, new Uint8Array(1))]
+    for (const call of unread) {
+      tunnel.onMessage('r1', {
+        type: 'tunnel.head',
+        request_id: call.requestId,
+        status: 200,
+        headers: {},
+        body: new Uint8Array(WINDOW),
+        more: true,
+      })
+    }
+    expect(tunnel.buffered).toBe(2 * WINDOW)
+    // A request body that does not fit what is left: refused, nothing sent for it.
+    const requests = sent.filter((message) => message.type === 'tunnel.request').length
+    const big = open(tunnel, new Uint8Array(WINDOW))
+    expect(await errorOf(big.answer)).toMatchObject({ status: 503, code: 'tunnel_buffer_full' })
+    expect(sent.filter((message) => message.type === 'tunnel.request').length).toBe(requests)
+    // A small one fits; its answer's first window does not: that call fails with the same name.
+    const small = open(tunnel, new Uint8Array(10))
+    tunnel.onMessage('r1', {
+      type: 'tunnel.head',
+      request_id: small.requestId,
+      status: 200,
+      headers: {},
+      body: new Uint8Array(WINDOW),
+      more: true,
+    })
+    expect(await errorOf(small.answer)).toMatchObject({ status: 503, code: 'tunnel_buffer_full' })
+    expect(sent.at(-1)).toMatchObject({ type: 'tunnel.cancel', request_id: small.requestId, reason: 'link buffer full' })
+    expect(tunnel.stats.max_buffered_bytes).toBeLessThanOrEqual(bound)
+    // Reading frees the link.
+    for (const call of unread) {
+      const reader = (await call.response).body?.getReader() as ReadableStreamDefaultReader<Uint8Array>
+      expect((await reader.read()).value?.byteLength).toBe(WINDOW)
+      tunnel.onMessage('r1', { type: 'tunnel.chunk', request_id: call.requestId, data: new Uint8Array(0), more: false })
+      expect((await reader.read()).done).toBe(true)
+    }
+    expect(tunnel.buffered).toBe(0)
+    expect(tunnel.size).toBe(0)
+  })
+
+  it('a request body is held until all of it is sent (under credit)', async () => {
+    const sent: (EdgeMessage | EdgeBodyFrame)[] = []
+    const tunnel = new TunnelRequests({ features: () => CREDIT, send: (_runnerId, message) => sent.push(message) > 0 })
+    const call = open(tunnel, new Uint8Array(3 * WINDOW))
+    expect(tunnel.buffered).toBe(3 * WINDOW)
+    for (let i = 0; i < 2; i++) tunnel.onMessage('r1', { type: 'tunnel.credit', request_id: call.requestId, bytes: WINDOW })
+    expect(tunnel.buffered).toBe(0)
+  })
+
+  it('at most maxPending calls in flight; the rest are refused, named', async () => {
+    const tunnel = new TunnelRequests({ features: () => CREDIT, send: () => true }, { maxPending: 2 })
+    open(tunnel)
+    open(tunnel)
+    expect(await errorOf(open(tunnel).answer)).toMatchObject({ status: 503, code: 'tunnel_saturated' })
+    expect(tunnel.size).toBe(2)
+  })
+
+  it('deadlines: one timer for the link, calls fail named when theirs passes, no timer left when idle', async () => {
+    vi.useFakeTimers()
+    try {
+      const sent: (EdgeMessage | EdgeBodyFrame)[] = []
+      const tunnel = new TunnelRequests({ features: () => CREDIT, send: (_runnerId, message) => sent.push(message) > 0 })
+      const early = open(tunnel, '', 50)
+      const late = open(tunnel, '', 100)
+      const answered = open(tunnel, '', 30)
+      tunnel.onMessage('r1', {
+        type: 'tunnel.head',
+        request_id: answered.requestId,
+        status: 200,
+        headers: {},
+        body: new Uint8Array(1),
+        more: false,
+      })
+      expect(vi.getTimerCount()).toBe(1)
+      await vi.advanceTimersByTimeAsync(60)
+      expect(await errorOf(early.answer)).toMatchObject({ status: 504, code: 'tunnel_timeout' })
+      expect(sent.at(-1)).toMatchObject({ type: 'tunnel.cancel', request_id: early.requestId, reason: 'timeout' })
+      expect(tunnel.size).toBe(1)
+      await vi.advanceTimersByTimeAsync(50)
+      expect(await errorOf(late.answer)).toMatchObject({ status: 504, code: 'tunnel_timeout' })
+      expect(tunnel.size).toBe(0)
+      expect(vi.getTimerCount()).toBe(0)
+      // An answered call leaves no timer behind either.
+      const quick = open(tunnel, '', 1_000)
+      tunnel.onMessage('r1', {
+        type: 'tunnel.head',
+        request_id: quick.requestId,
+        status: 204,
+        headers: {},
+        body: new Uint8Array(0),
+        more: false,
+      })
+      expect((await quick.answer).status).toBe(204)
+      expect(vi.getTimerCount()).toBe(0)
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  it('a caller that gives up cancels at the runner and gets a named answer', async () => {
+    const sent: (EdgeMessage | EdgeBodyFrame)[] = []
+    const tunnel = new TunnelRequests({ features: () => CREDIT, send: (_runnerId, message) => sent.push(message) > 0 })
+    const call = open(tunnel, '{}')
+    tunnel.cancel(call.requestId, 'client disconnected')
+    expect(sent.at(-1)).toMatchObject({ type: 'tunnel.cancel', request_id: call.requestId, reason: 'client disconnected' })
+    expect(await errorOf(call.answer)).toMatchObject({ status: 499, code: 'client_disconnected' })
+    expect(tunnel.size).toBe(0)
   })
 })

@@ -1,29 +1,59 @@
 /**
  * @module
- * The edge side of the inference tunnel: turns one HTTP request into framed messages on a runner's
- * WebSocket and the runner's answer frames back into a streaming `Response`. In-flight requests live
- * in memory (a Durable Object is not evicted while a request is in flight); a lost runner fails its
- * requests at once.
- *
- * Bounded: every request has a deadline; a client that goes away (abort signal) or stops reading
- * (stream cancel) sends `tunnel.cancel` so the runner aborts its engine call.
+ * The edge side of the inference tunnel: turns one engine call (`TunnelCall`, from the Worker's request)
+ * into framed messages on a runner's WebSocket and the runner's answer frames back into a `TunnelAnswer`
+ * (the whole body when it came in one frame, the common case; else a stream). In-flight requests live in
+ * memory (a Durable Object is not evicted while a request is in flight); a lost runner fails its requests
+ * at once. Failures are answers too, never exceptions: a JSON error body whose `error.code` (and the head
+ * of its message) names what happened (`TUNNEL_ERROR`), relayed by the Worker in the caller's own format.
  *
  * Per connection, what the runner negotiated (`TunnelFeatures`): plain v1 (JSON text frames, bodies as
- * text, no flow control), `binary` (bodies as raw bytes in binary frames) and `credit` (flow control:
- * this side sends at most `windowBytes` of a request's body beyond what the runner acknowledged with
- * `tunnel.credit`, and acknowledges the runner's answer bytes only as this side's reader takes them, so
- * neither side buffers more than one window per request; a stalled reader holds only its own window).
+ * text, no flow control), `binary` (bodies as raw bytes in binary frames) and `credit` (flow control,
+ * `src/contract/tunnel-credit.ts`: this side sends at most `windowBytes` of a request's body beyond what
+ * the runner acknowledged, and acknowledges the runner's answer bytes only as this side's reader takes
+ * them; a stalled reader holds only its own window).
+ *
+ * Memory bounds, per runner link (each is tested):
+ * - at most `MAX_PENDING_REQUESTS` calls in flight (`tunnel_saturated`, 503);
+ * - one answer holds at most one credit window of unread bytes (`tunnel_window_exceeded`, 502: the runner
+ *   overran the credit it was given); a v1 runner has no window, its answer is held to `V1_ANSWER_QUEUE_BYTES`
+ *   of unread bytes instead (`tunnel_answer_overflow`, 502);
+ * - all calls together hold at most `LINK_BUFFER_BYTES`: request bodies until all of each is sent plus
+ *   answer bytes not yet read (`tunnel_buffer_full`, 503: a call that would go beyond is refused before
+ *   anything is sent, an answer frame that would go beyond fails its call).
+ * Deadlines: every call has one (`tunnel_timeout`, 504), kept by a single timer for the whole link (armed for
+ * the earliest deadline, cleared when no call is in flight, so it never keeps an idle object awake).
  */
 import type { EdgeMessage, RunnerMessage } from '../../contract/runner-protocol.ts'
 import { chunkText, TUNNEL_FRAME_BYTES } from '../../contract/runner-protocol.ts'
+import { CreditedQueue, CreditWindow } from '../../contract/tunnel-credit.ts'
 import { chunkBytes, type EdgeBodyFrame, type Payload, payloadBytes, type RunnerBodyFrame } from '../../contract/tunnel-frames.ts'
 
 /** Header the Worker sets to bound a tunnelled request (milliseconds). */
 export const TUNNEL_TIMEOUT_HEADER = 'x-rollgate-timeout-ms'
-/** Upper bound on concurrent tunnelled requests per runner link (each holds a stream and a timer). */
-export const MAX_PENDING_REQUESTS = 4_096
+/** Upper bound on concurrent tunnelled calls per runner link. */
+export const MAX_PENDING_REQUESTS = 1_024
+/** Upper bound on the bytes one link holds for its calls: unsent request bodies + unread answer bytes. */
+export const LINK_BUFFER_BYTES = 64 * 1024 * 1024
+/** Unread answer bytes one call may hold from a v1 runner (no credit window to hold it to). */
+export const V1_ANSWER_QUEUE_BYTES = 8 * 1024 * 1024
 /** Headers that describe the hop, not the request; never forwarded. */
 const HOP_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'cf-connecting-ip'])
+
+/** The named errors a tunnelled call can end with (`error.code` of the answer, and its HTTP status). */
+export const TUNNEL_ERROR = {
+  tunnel_saturated: 503,
+  tunnel_buffer_full: 503,
+  runner_not_connected: 503,
+  tunnel_timeout: 504,
+  runner_lost: 502,
+  runner_error: 502,
+  runner_invalid_head: 502,
+  tunnel_window_exceeded: 502,
+  tunnel_answer_overflow: 502,
+  client_disconnected: 499,
+} as const
+export type TunnelErrorCode = keyof typeof TUNNEL_ERROR
 
 /** What a runner's connection negotiated (`register.capabilities` → `registered.capabilities`). */
 export interface TunnelFeatures {
@@ -40,14 +70,23 @@ export interface TunnelPort {
   send(runnerId: string, message: EdgeMessage | EdgeBodyFrame): boolean
 }
 
-export interface TunnelRequest {
+/** One engine call through the tunnel. */
+export interface TunnelCall {
+  /** Unique per link (`cancel` names the call by it). */
+  request_id: string
   method: string
+  /** Path and query on the runner's engine. */
   path: string
-  headers: Headers
-  /** Bytes for a `binary` connection, text otherwise (what `bodyKind` says to read). */
-  body: Payload
-  timeoutMs: number
-  signal: AbortSignal
+  headers: Record<string, string>
+  body: Payload | null
+  timeout_ms: number
+}
+
+/** The engine's answer: the whole body when it came in one frame, else a stream of it. */
+export interface TunnelAnswer {
+  status: number
+  headers: Record<string, string>
+  body: Uint8Array | ReadableStream<Uint8Array> | null
 }
 
 /** Flow-control counters (tests assert the bounds on them). */
@@ -56,6 +95,8 @@ export interface TunnelStats {
   max_upload_unacked_bytes: number
   /** Largest count of one answer's bytes received from the runner and not yet taken by the reader. */
   max_answer_queued_bytes: number
+  /** Largest count of bytes the link held at once (unsent request bodies + unread answers). */
+  max_buffered_bytes: number
   credits_sent: number
   credits_received: number
   /** Answers failed because the runner sent beyond its window. */
@@ -68,27 +109,34 @@ interface Upload {
   body: Uint8Array
   /** Bytes sent so far. */
   offset: number
-  /** Bytes the runner still lets this side send. */
-  allowance: number
-  /** Sent and not yet acknowledged. */
-  unacked: number
+  window: CreditWindow
+  /** Bytes counted as held by the link for it (the whole body, until all of it is sent). */
+  held: number
 }
 
 interface Pending {
   runnerId: string
   credit: boolean
   windowBytes: number
-  head: { resolve(response: Response): void; reject(error: Error): void } | null
-  answer: AnswerBody | null
-  /** Answer bytes received and not yet acknowledged (at most `windowBytes` under `credit`). */
-  received: number
+  deadline: number
+  timeoutMs: number
+  /** Resolves the call's answer (null once resolved). */
+  head: ((answer: TunnelAnswer) => void) | null
+  answer: CreditedQueue | null
   upload: Upload | null
-  timer: ReturnType<typeof setTimeout>
-  detach: () => void
 }
 
-function errorResponse(status: number, message: string): Response {
-  return Response.json({ error: { message, type: 'tunnel_error', code: status } }, { status })
+const encoder = new TextEncoder()
+
+/** An answer naming what went wrong: JSON in the shape engines use, `error.code` the name. */
+export function tunnelError(code: TunnelErrorCode, detail: string): TunnelAnswer {
+  const body = { error: { message: `${code}: ${detail}`, type: 'tunnel_error', code } }
+  return { status: TUNNEL_ERROR[code], headers: { 'content-type': 'application/json' }, body: encoder.encode(JSON.stringify(body)) }
+}
+
+/** An error whose message starts with its code (what a failed answer stream carries). */
+function namedError(code: TunnelErrorCode, detail: string): Error {
+  return new Error(`${code}: ${detail}`)
 }
 
 /** Statuses whose responses carry no body (the Response constructor refuses one). */
@@ -99,195 +147,144 @@ function payloadLength(payload: Payload): number {
 }
 
 /** Why a runner's `tunnel.head` cannot become a Response (null when it can); fills `headers` on the way. */
-function invalidHead(message: Extract<AnswerFrame, { type: 'tunnel.head' }>, headers: Headers): string | null {
+function invalidHead(message: Extract<AnswerFrame, { type: 'tunnel.head' }>, headers: Record<string, string>): string | null {
   if (message.status < 200 || message.status > 599) return `status ${message.status} is not a final HTTP status`
   if (NULL_BODY_STATUSES.has(message.status) && (payloadLength(message.body) || message.more)) {
     return `status ${message.status} cannot have a body`
   }
   for (const [key, value] of Object.entries(message.headers)) {
-    if (HOP_HEADERS.has(key.toLowerCase())) continue
-    try {
-      headers.set(key, value)
-    } catch {
-      return `invalid header ${JSON.stringify(key.slice(0, 64))}`
-    }
+    const name = key.toLowerCase()
+    if (HOP_HEADERS.has(name)) continue
+    // The names and values a Response's Headers would refuse (RFC 9110 token; no CR, LF or NUL).
+    if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name) || /[\r\n\0]/.test(value)) return `invalid header ${JSON.stringify(key.slice(0, 64))}`
+    headers[name] = value
   }
   return null
 }
 
-/**
- * One streamed answer body: frames queue here until the reader pulls them (`highWaterMark` 0: a pull
- * means a read is waiting). `onTaken` reports the bytes the reader took (the credit to grant back).
- */
-class AnswerBody {
-  readonly stream: ReadableStream<Uint8Array>
-  readonly #queue: Uint8Array[] = []
-  #queued = 0
-  #ended = false
-  #controller: ReadableStreamDefaultController<Uint8Array> | null = null
-  #waiting: (() => void) | null = null
-  readonly #onTaken: (bytes: number) => void
-
-  constructor(onTaken: (bytes: number) => void, onCancel: () => void) {
-    this.#onTaken = onTaken
-    this.stream = new ReadableStream<Uint8Array>(
-      {
-        start: (controller) => {
-          this.#controller = controller
-        },
-        pull: (controller) => {
-          if (this.#deliver(controller)) return
-          return new Promise<void>((resolve) => {
-            this.#waiting = resolve
-          })
-        },
-        cancel: () => onCancel(),
-      },
-      { highWaterMark: 0 },
-    )
-  }
-
-  /** Bytes received and not yet taken by the reader. */
-  get queued(): number {
-    return this.#queued
-  }
-
-  push(bytes: Uint8Array, end: boolean): void {
-    if (bytes.byteLength) {
-      this.#queue.push(bytes)
-      this.#queued += bytes.byteLength
-    }
-    if (end) this.#ended = true
-    const wake = this.#waiting
-    if (wake && this.#controller && this.#deliver(this.#controller)) {
-      this.#waiting = null
-      wake()
-    }
-  }
-
-  error(error: Error): void {
-    try {
-      this.#controller?.error(error)
-    } catch {
-      // already closed
-    }
-    this.#waiting?.()
-    this.#waiting = null
-  }
-
-  /** Hand the reader the next chunk (or the end); false when there is nothing yet. */
-  #deliver(controller: ReadableStreamDefaultController<Uint8Array>): boolean {
-    const next = this.#queue.shift()
-    if (next) {
-      this.#queued -= next.byteLength
-      controller.enqueue(next)
-      this.#onTaken(next.byteLength)
-      if (this.#ended && this.#queue.length === 0) controller.close()
-      return true
-    }
-    if (this.#ended) {
-      controller.close()
-      return true
-    }
-    return false
-  }
+/** The bounds of one link (defaults: the constants above; tests pass small ones). */
+export interface TunnelBounds {
+  maxPending: number
+  linkBufferBytes: number
+  v1AnswerQueueBytes: number
 }
 
 export class TunnelRequests {
   readonly #port: TunnelPort
+  readonly #bounds: TunnelBounds
   readonly #pending = new Map<string, Pending>()
-  readonly #encoder = new TextEncoder()
+  /** Bytes held for all calls: unsent request bodies + unread answer bytes (≤ `LINK_BUFFER_BYTES`). */
+  #buffered = 0
+  #timer: ReturnType<typeof setTimeout> | null = null
+  #timerAt = Number.POSITIVE_INFINITY
   readonly stats: TunnelStats = {
     max_upload_unacked_bytes: 0,
     max_answer_queued_bytes: 0,
+    max_buffered_bytes: 0,
     credits_sent: 0,
     credits_received: 0,
     window_violations: 0,
   }
 
-  constructor(port: TunnelPort) {
+  constructor(port: TunnelPort, bounds: Partial<TunnelBounds> = {}) {
     this.#port = port
+    this.#bounds = {
+      maxPending: bounds.maxPending ?? MAX_PENDING_REQUESTS,
+      linkBufferBytes: bounds.linkBufferBytes ?? LINK_BUFFER_BYTES,
+      v1AnswerQueueBytes: bounds.v1AnswerQueueBytes ?? V1_ANSWER_QUEUE_BYTES,
+    }
   }
 
   get size(): number {
     return this.#pending.size
   }
 
-  /** How the body of a request to this runner is best read: bytes for a binary connection, else text. */
-  bodyKind(runnerId: string): 'bytes' | 'text' {
-    return this.#port.features(runnerId)?.binary ? 'bytes' : 'text'
+  /** Bytes the link holds now (unsent request bodies + unread answer bytes). */
+  get buffered(): number {
+    return this.#buffered
   }
 
-  /** Send a request to a runner; resolves with the runner's response (head first, body streamed). */
-  open(runnerId: string, request: TunnelRequest): Promise<Response> {
-    if (this.#pending.size >= MAX_PENDING_REQUESTS) return Promise.resolve(errorResponse(503, 'tunnel saturated'))
-    if (request.signal.aborted) return Promise.resolve(errorResponse(499, 'client disconnected'))
+  /** Send a call to a runner; resolves with its answer (or a named error, `TUNNEL_ERROR`). */
+  open(runnerId: string, call: TunnelCall): Promise<TunnelAnswer> {
+    const { maxPending, linkBufferBytes } = this.#bounds
+    if (this.#pending.size >= maxPending) {
+      return Promise.resolve(tunnelError('tunnel_saturated', `runner ${runnerId} has ${maxPending} calls in flight (bound); retry later`))
+    }
     const features = this.#port.features(runnerId)
-    if (!features) return Promise.resolve(errorResponse(503, `runner ${runnerId} is not connected`))
-    const requestId = crypto.randomUUID()
+    if (!features) return Promise.resolve(tunnelError('runner_not_connected', `runner ${runnerId} is not connected`))
+    if (this.#pending.has(call.request_id)) return Promise.resolve(tunnelError('runner_error', `request id ${call.request_id} is in use`))
+    const requestId = call.request_id
     const headers: Record<string, string> = {}
-    request.headers.forEach((value, key) => {
-      if (!HOP_HEADERS.has(key.toLowerCase())) headers[key] = value
-    })
+    for (const [key, value] of Object.entries(call.headers)) if (!HOP_HEADERS.has(key.toLowerCase())) headers[key] = value
     const credit = features.binary && features.credit
-    const bytes = features.binary ? payloadBytes(request.body) : null
+    const source = call.body ?? ''
+    const bytes = features.binary ? payloadBytes(source) : null
+    if (bytes && credit && this.#buffered + bytes.byteLength > linkBufferBytes) {
+      return Promise.resolve(
+        tunnelError(
+          'tunnel_buffer_full',
+          `runner ${runnerId}'s link holds ${this.#buffered} bytes (bound ${linkBufferBytes}); retry later`,
+        ),
+      )
+    }
     // Under credit the first frame carries at most one window; the rest goes out as credit comes back.
     const chunks: Payload[] = bytes
       ? credit
         ? [bytes.subarray(0, Math.min(TUNNEL_FRAME_BYTES, features.windowBytes))]
         : chunkBytes(bytes, TUNNEL_FRAME_BYTES)
-      : chunkText(typeof request.body === 'string' ? request.body : new TextDecoder().decode(request.body))
-    return new Promise<Response>((resolve, reject) => {
-      const onAbort = () => this.#cancel(requestId, 'client disconnected', new Error('client disconnected'))
-      const first = chunks[0] ?? ''
+      : chunkText(typeof source === 'string' ? source : new TextDecoder().decode(source))
+    const first = chunks[0] ?? ''
+    return new Promise<TunnelAnswer>((resolve) => {
+      const now = Date.now()
       const pending: Pending = {
         runnerId,
         credit,
         windowBytes: features.windowBytes,
-        head: { resolve, reject },
+        deadline: now + call.timeout_ms,
+        timeoutMs: call.timeout_ms,
+        head: resolve,
         answer: null,
-        received: 0,
-        upload:
-          credit && bytes
-            ? {
-                body: bytes,
-                offset: payloadLength(first),
-                allowance: features.windowBytes - payloadLength(first),
-                unacked: payloadLength(first),
-              }
-            : null,
-        timer: setTimeout(
-          () => this.#cancel(requestId, 'timeout', new Error(`runner did not answer within ${request.timeoutMs} ms`)),
-          request.timeoutMs,
-        ),
-        detach: () => request.signal.removeEventListener('abort', onAbort),
+        upload: null,
+      }
+      if (credit && bytes) {
+        const window = new CreditWindow(features.windowBytes)
+        window.spend(payloadLength(first))
+        // The body is held until all of it is sent.
+        pending.upload = { body: bytes, offset: payloadLength(first), window, held: bytes.byteLength }
+        this.#hold(bytes.byteLength)
       }
       this.#pending.set(requestId, pending)
-      request.signal.addEventListener('abort', onAbort)
+      this.#arm(pending.deadline)
       const sent = this.#port.send(runnerId, {
         type: 'tunnel.request',
         request_id: requestId,
-        method: request.method,
-        path: request.path,
+        method: call.method,
+        path: call.path,
         headers,
         body: first,
-        more: bytes && credit ? bytes.byteLength > payloadLength(first) : chunks.length > 1,
-        timeout_ms: request.timeoutMs,
+        more: pending.upload ? pending.upload.offset < pending.upload.body.byteLength : chunks.length > 1,
+        timeout_ms: call.timeout_ms,
       })
       if (!sent) {
         this.#finish(requestId)
-        resolve(errorResponse(503, `runner ${runnerId} is not connected`))
+        resolve(tunnelError('runner_not_connected', `runner ${runnerId} is not connected`))
         return
       }
       if (pending.upload) {
         this.#noteUnacked(pending.upload)
-        this.#pump(requestId, pending.upload)
+        if (pending.upload.offset >= pending.upload.body.byteLength) this.#releaseUpload(pending.upload)
+        else this.#pump(requestId, pending.upload)
         return
       }
       for (let i = 1; i < chunks.length; i++) {
         this.#port.send(runnerId, { type: 'tunnel.body', request_id: requestId, data: chunks[i] as Payload, more: i < chunks.length - 1 })
       }
     })
+  }
+
+  /** The caller gave up on a call (client gone): the runner aborts its engine call. */
+  cancel(requestId: string, reason: string): void {
+    this.#cancel(requestId, reason, 'client_disconnected', reason)
   }
 
   /** A frame from the runner. Returns false when the request is unknown (finished or cancelled). */
@@ -298,8 +295,7 @@ export class TunnelRequests {
       case 'tunnel.head':
         return this.#onHead(pending, message)
       case 'tunnel.chunk': {
-        const answer = pending.answer
-        if (!answer) return false
+        if (!pending.answer) return false
         this.#receive(message.request_id, pending, message.data, !message.more)
         return true
       }
@@ -307,13 +303,12 @@ export class TunnelRequests {
         const upload = pending.upload
         if (!upload) return false
         this.stats.credits_received++
-        upload.allowance += message.bytes
-        upload.unacked = Math.max(0, upload.unacked - message.bytes)
+        upload.window.grant(message.bytes)
         this.#pump(message.request_id, upload)
         return true
       }
       case 'tunnel.error': {
-        this.#fail(message.request_id, new Error(`runner: ${message.message}`))
+        this.#fail(message.request_id, 'runner_error', `runner: ${message.message}`)
         return true
       }
     }
@@ -322,74 +317,101 @@ export class TunnelRequests {
   /** The runner is gone: fail everything it was answering. */
   failRunner(runnerId: string, reason: string): void {
     for (const [requestId, pending] of this.#pending) {
-      if (pending.runnerId === runnerId) this.#fail(requestId, new Error(`runner ${runnerId} lost: ${reason}`))
+      if (pending.runnerId === runnerId) this.#fail(requestId, 'runner_lost', `runner ${runnerId} lost: ${reason}`)
     }
   }
 
   #onHead(pending: Pending, message: Extract<AnswerFrame, { type: 'tunnel.head' }>): boolean {
-    const head = pending.head
-    if (!head) return false
+    const resolve = pending.head
+    if (!resolve) return false
     pending.head = null
     const { runnerId } = pending
     const requestId = message.request_id
-    const headers = new Headers()
+    const headers: Record<string, string> = {}
     const invalid = invalidHead(message, headers)
     if (invalid) {
       // A head no HTTP response can have: the call is answered at once (a provider-shaped 502 at the Worker).
       this.#port.send(runnerId, { type: 'tunnel.cancel', request_id: requestId, reason: `invalid tunnel.head: ${invalid}` })
       this.#finish(requestId)
-      head.resolve(errorResponse(502, `runner ${runnerId} sent an invalid response head: ${invalid}`))
+      resolve(tunnelError('runner_invalid_head', `runner ${runnerId} sent an invalid response head: ${invalid}`))
+      return true
+    }
+    const body = typeof message.body === 'string' ? encoder.encode(message.body) : message.body
+    if (message.more && this.#buffered + body.byteLength > this.#bounds.linkBufferBytes) {
+      this.#port.send(runnerId, { type: 'tunnel.cancel', request_id: requestId, reason: 'link buffer full' })
+      this.#finish(requestId)
+      resolve(
+        tunnelError(
+          'tunnel_buffer_full',
+          `runner ${runnerId}'s link holds ${this.#buffered} bytes (bound ${this.#bounds.linkBufferBytes})`,
+        ),
+      )
       return true
     }
     if (!message.more) {
       // The whole answer in one frame (the common non-streaming case): no stream needed.
       this.#finish(requestId)
-      head.resolve(new Response(message.body, { status: message.status, headers }))
+      resolve({ status: message.status, headers, body: NULL_BODY_STATUSES.has(message.status) ? null : body })
       return true
     }
     // The request body is no longer needed once the runner answers.
-    pending.upload = null
-    let taken = 0
-    const answer = new AnswerBody(
-      (bytes) => {
-        if (!pending.credit) return
-        // Acknowledge in batches of half a window (fewer messages, the sender never stalls on a full window).
-        taken += bytes
-        if (taken >= pending.windowBytes / 2 && this.#pending.get(requestId) === pending) {
-          this.stats.credits_sent++
-          this.#port.send(runnerId, { type: 'tunnel.credit', request_id: requestId, bytes: taken })
-          pending.received -= taken
-          taken = 0
-        }
+    this.#dropUpload(pending)
+    pending.answer = new CreditedQueue({
+      windowBytes: pending.credit ? pending.windowBytes : null,
+      capBytes: this.#bounds.v1AnswerQueueBytes,
+      taken: (bytes) => this.#release(bytes),
+      dropped: (bytes) => this.#release(bytes),
+      grant: (bytes) => {
+        if (this.#pending.get(requestId) !== pending) return
+        this.stats.credits_sent++
+        this.#port.send(runnerId, { type: 'tunnel.credit', request_id: requestId, bytes })
       },
-      () => {
-        // The consumer stopped reading: the runner can stop too.
-        if (this.#pending.has(requestId)) {
-          this.#port.send(runnerId, { type: 'tunnel.cancel', request_id: requestId, reason: 'consumer cancelled' })
-          this.#finish(requestId)
-        }
-      },
-    )
-    pending.answer = answer
-    head.resolve(new Response(answer.stream, { status: message.status, headers }))
-    this.#receive(requestId, pending, message.body, false)
+      // The consumer stopped reading: the runner can stop too.
+      cancel: () => this.#cancel(requestId, 'consumer cancelled', 'client_disconnected', 'the reader cancelled the answer'),
+    })
+    resolve({ status: message.status, headers, body: pending.answer.stream })
+    this.#receive(requestId, pending, body, false)
     return true
   }
 
   #receive(requestId: string, pending: Pending, payload: Payload, end: boolean): void {
     const answer = pending.answer
     if (!answer) return
-    const bytes = typeof payload === 'string' ? this.#encoder.encode(payload) : payload
-    if (pending.credit) {
-      pending.received += bytes.byteLength
-      if (pending.received > pending.windowBytes) {
-        this.stats.window_violations++
-        this.#cancel(requestId, 'credit window exceeded', new Error(`runner ${pending.runnerId} sent beyond its credit window`))
-        return
-      }
+    const bytes = typeof payload === 'string' ? encoder.encode(payload) : payload
+    const { linkBufferBytes, v1AnswerQueueBytes } = this.#bounds
+    if (this.#buffered + bytes.byteLength > linkBufferBytes) {
+      this.#cancel(
+        requestId,
+        'link buffer full',
+        'tunnel_buffer_full',
+        `runner ${pending.runnerId}'s link holds ${this.#buffered} bytes (bound ${linkBufferBytes})`,
+      )
+      return
     }
-    answer.push(bytes, end)
-    this.stats.max_answer_queued_bytes = Math.max(this.stats.max_answer_queued_bytes, answer.queued)
+    // Held from here; bytes handed straight to a waiting reader are released at once (`taken`).
+    this.#hold(bytes.byteLength)
+    const refused = answer.push(bytes, end)
+    if (refused) this.#release(bytes.byteLength)
+    if (refused === 'window') {
+      this.stats.window_violations++
+      this.#cancel(
+        requestId,
+        'credit window exceeded',
+        'tunnel_window_exceeded',
+        `runner ${pending.runnerId} sent beyond its credit window`,
+      )
+      return
+    }
+    if (refused === 'cap') {
+      this.#cancel(
+        requestId,
+        'answer queue full',
+        'tunnel_answer_overflow',
+        `runner ${pending.runnerId} (no credit) sent more than ${v1AnswerQueueBytes} bytes ahead of the reader`,
+      )
+      return
+    }
+    this.stats.max_answer_queued_bytes = Math.max(this.stats.max_answer_queued_bytes, answer.maxQueued)
     if (end) this.#finish(requestId)
   }
 
@@ -398,43 +420,88 @@ export class TunnelRequests {
     const pending = this.#pending.get(requestId)
     if (!pending || pending.upload !== upload) return
     const total = upload.body.byteLength
-    while (upload.offset < total && upload.allowance > 0) {
-      const size = Math.min(TUNNEL_FRAME_BYTES, upload.allowance, total - upload.offset)
+    while (upload.offset < total && upload.window.allowance > 0) {
+      const size = Math.min(TUNNEL_FRAME_BYTES, upload.window.allowance, total - upload.offset)
       const frame = upload.body.subarray(upload.offset, upload.offset + size)
       upload.offset += size
-      upload.allowance -= size
-      upload.unacked += size
+      upload.window.spend(size)
       const more = upload.offset < total
+      if (!more) this.#releaseUpload(upload)
       if (!this.#port.send(pending.runnerId, { type: 'tunnel.body', request_id: requestId, data: frame, more })) return
       this.#noteUnacked(upload)
     }
   }
 
   #noteUnacked(upload: Upload): void {
-    this.stats.max_upload_unacked_bytes = Math.max(this.stats.max_upload_unacked_bytes, upload.unacked)
+    this.stats.max_upload_unacked_bytes = Math.max(this.stats.max_upload_unacked_bytes, upload.window.maxUnacked)
   }
 
-  #cancel(requestId: string, reason: string, error: Error): void {
+  #hold(bytes: number): void {
+    this.#buffered += bytes
+    if (this.#buffered > this.stats.max_buffered_bytes) this.stats.max_buffered_bytes = this.#buffered
+  }
+
+  #release(bytes: number): void {
+    this.#buffered -= bytes
+  }
+
+  #releaseUpload(upload: Upload): void {
+    this.#release(upload.held)
+    upload.held = 0
+  }
+
+  #dropUpload(pending: Pending): void {
+    if (!pending.upload) return
+    this.#releaseUpload(pending.upload)
+    pending.upload = null
+  }
+
+  /** Arm the link's one deadline timer for `deadline` unless it fires earlier already. */
+  #arm(deadline: number): void {
+    if (deadline >= this.#timerAt) return
+    if (this.#timer) clearTimeout(this.#timer)
+    this.#timerAt = deadline
+    this.#timer = setTimeout(() => this.#expire(), Math.max(0, deadline - Date.now()))
+  }
+
+  #expire(): void {
+    this.#timer = null
+    this.#timerAt = Number.POSITIVE_INFINITY
+    const now = Date.now()
+    let next = Number.POSITIVE_INFINITY
+    for (const [requestId, pending] of this.#pending) {
+      if (pending.deadline <= now) {
+        this.#cancel(requestId, 'timeout', 'tunnel_timeout', `runner did not answer within ${pending.timeoutMs} ms`)
+      } else next = Math.min(next, pending.deadline)
+    }
+    if (next < Number.POSITIVE_INFINITY) this.#arm(next)
+  }
+
+  #cancel(requestId: string, reason: string, code: TunnelErrorCode, detail: string): void {
     const pending = this.#pending.get(requestId)
     if (!pending) return
     this.#port.send(pending.runnerId, { type: 'tunnel.cancel', request_id: requestId, reason })
-    this.#fail(requestId, error)
+    this.#fail(requestId, code, detail)
   }
 
-  #fail(requestId: string, error: Error): void {
+  #fail(requestId: string, code: TunnelErrorCode, detail: string): void {
     const pending = this.#pending.get(requestId)
     if (!pending) return
     this.#finish(requestId)
-    if (pending.head) pending.head.reject(error)
-    else pending.answer?.error(error)
+    if (pending.head) pending.head(tunnelError(code, detail))
+    else pending.answer?.fail(namedError(code, detail))
   }
 
   #finish(requestId: string): void {
     const pending = this.#pending.get(requestId)
     if (!pending) return
-    clearTimeout(pending.timer)
-    pending.detach()
-    pending.upload = null
+    this.#dropUpload(pending)
+    // An answer's unread bytes stay held until its reader takes them (`taken`) or they are dropped (`dropped`).
     this.#pending.delete(requestId)
+    if (this.#pending.size === 0 && this.#timer) {
+      clearTimeout(this.#timer)
+      this.#timer = null
+      this.#timerAt = Number.POSITIVE_INFINITY
+    }
   }
 }
