@@ -199,6 +199,7 @@ describe('per_request builder', () => {
 
   it('one trace per trainable completion in arrival order; exclusions listed with a reason', () => {
     const trajectory = reconstructTrajectory(records, { builder: 'per_request', session })
+    expect(trajectory).toMatchObject({ status: 'COMPLETED', error: null })
     expect(trajectory.traces.map((trace) => trace.metadata.seq)).toEqual([0, 2])
     expect(trajectory.metadata).toMatchObject({
       builder: 'per_request',
@@ -238,10 +239,12 @@ describe('per_request builder', () => {
       error: 'no completions',
       traces: [],
     })
-    const onlyExcluded = reconstructTrajectory(records.slice(2), { builder: 'prefix_merging' })
-    expect(onlyExcluded.status).toBe('ERROR')
-    expect(onlyExcluded.error).toBe('no trainable completions')
-    expect(onlyExcluded.metadata.excluded_completions).toHaveLength(2)
+    for (const builder of ['per_request', 'prefix_merging'] as const) {
+      const onlyExcluded = reconstructTrajectory(records.slice(2), { builder })
+      expect(onlyExcluded).toMatchObject({ status: 'ERROR', error: 'no trainable completions', traces: [] })
+      expect(onlyExcluded.metadata.excluded_completions).toHaveLength(2)
+      expect(onlyExcluded.metadata.trace_count).toBe(0)
+    }
   })
 
   it('prefix_merging rejects unknown config keys (like Polar’s cls(**config)); per_request ignores them (like Polar’s)', () => {
