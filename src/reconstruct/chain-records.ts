@@ -39,7 +39,7 @@ export interface ChainOptions {
   config: PrefixMergingConfig
   eot: number | null
   /** Optional detokenizer: confirms `retokenization` (same text, other ids) in drift labels. */
-  decode?: (ids: number[]) => string
+  decode?: ((ids: number[]) => string) | undefined
 }
 
 interface Failure {

@@ -6,14 +6,14 @@
  * `metadata.reconstruction_stats` (Polar's counters first).
  */
 import type { CompletionRecord } from '../contract/completion-record.ts'
-import type { Trace, Trajectory } from '../contract/trajectory.ts'
+import type { BranchLabel, Trace, Trajectory } from '../contract/trajectory.ts'
 import { createChainer } from './chain-records.ts'
 import { labelBranches } from './classify-branch.ts'
 import type { PrefixMergingConfig } from './config.ts'
 import { detectEotSession } from './end-of-turn.ts'
 import { partitionRecords } from './extract-trace.ts'
 import { buildPrefixMergingStrict } from './polar-strict.ts'
-import { finalizeSegment, type Segment } from './segment.ts'
+import { finalizeSegment, type Segment, tip } from './segment.ts'
 import { mergeRatios, type SessionInfo, trajectoryMetadata } from './trajectory-metadata.ts'
 
 export interface PrefixMergingOptions {
@@ -48,25 +48,26 @@ function reconstructionStats(
   let trainedTokens = 0
   let trainedUnderDrift = 0
   for (const segment of segments) {
+    // A segment's first turn is never a merge and has no drift (zero in each sum below).
     for (const turn of segment.turns) {
       trainedTokens += turn.responseLength
-      if (turn.contextDrift > 0) trainedUnderDrift += turn.responseLength
-    }
-    chainSizes.set(segment.chain, (chainSizes.get(segment.chain) ?? 0) + 1)
-    if (segment.breakReason !== null) increment(breaks, segment.breakReason)
-    increment(branches, segment.branch ?? 'main')
-    if (segment.origin === 'retry' || segment.origin === 'superseded') retries++
-    continued += segment.turns.length - 1
-    if (segment.origin === 'root') roots++
-    for (const turn of segment.turns.slice(1)) {
+      if (turn.contextDrift > 0) {
+        trainedUnderDrift += turn.responseLength
+        turnsWithDrift++
+      }
       if (turn.strictRuleMerge) strictRuleMerges++
-      if (turn.contextDrift > 0) turnsWithDrift++
       driftMax = Math.max(driftMax, turn.contextDrift)
       contextDriftSum += turn.contextDrift
       boundaryDriftTotal += turn.boundaryDrift
     }
-    const last = segment.turns[segment.turns.length - 1]
-    for (const [reason, value] of Object.entries(last?.driftByReason ?? {})) {
+    chainSizes.set(segment.chain, (chainSizes.get(segment.chain) ?? 0) + 1)
+    if (segment.breakReason !== null) increment(breaks, segment.breakReason)
+    // Every segment is labelled (`labelBranches`) before the stats are taken.
+    increment(branches, segment.branch as BranchLabel)
+    if (segment.origin === 'retry' || segment.origin === 'superseded') retries++
+    continued += segment.turns.length - 1
+    if (segment.origin === 'root') roots++
+    for (const [reason, value] of Object.entries(tip(segment).driftByReason)) {
       increment(driftByReason, reason, value)
     }
   }
@@ -150,7 +151,7 @@ export function startPrefixMerging(records: readonly CompletionRecord[], options
   const chainer = createChainer(records, {
     config,
     eot,
-    ...(options.decode === undefined ? {} : { decode: options.decode }),
+    decode: options.decode,
   })
   const finish = (): PrefixMergingPlan => {
     const segments = chainer.segments
@@ -162,7 +163,8 @@ export function startPrefixMerging(records: readonly CompletionRecord[], options
       chainPositions.set(segment.chain, position + 1)
       return { segment, position }
     })
-    positioned.sort((a, b) => a.segment.firstSeq - b.segment.firstSeq || a.segment.index - b.segment.index)
+    // A stable sort: segments starting at the same record stay in creation order.
+    positioned.sort((a, b) => a.segment.firstSeq - b.segment.firstSeq)
     const entries = positioned.map(({ segment, position }) => ({
       first: (segment.turns[0] as Segment['turns'][number]).record,
       build: () => finalizeSegment(segment, position),

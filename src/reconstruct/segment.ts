@@ -46,11 +46,13 @@ export interface TurnState {
   strictRuleMerge: boolean
 }
 
-/** A run of the stream after the prompt: `tokens[start, end)`, trainable or context. */
+/**
+ * A run of the stream after the prompt, trainable (a turn's sampled tokens) or context (an
+ * interstitial). Every turn pushes its pieces, empty ones too: the tip's sampled tokens are always
+ * the last piece.
+ */
 export interface Piece {
   tokens: Tokens
-  start: number
-  end: number
   /** Offset of the piece in `response_ids`. */
   offset: number
   trainable: boolean
@@ -116,24 +118,22 @@ function pieceAt(pieces: readonly Piece[], offset: number): number {
   return low
 }
 
-/** Tokens of the stream (`prompt_ids ++ response_ids`) in `[start, end)`. */
+/** Tokens of the stream (`prompt_ids ++ response_ids`) in `[start, end)`, `end` at most the stream's length. */
 export function streamSlice(segment: Segment, start: number, end: number): number[] {
   const out: number[] = []
   const promptLength = segment.promptLength
+  // The first prompt may be loaded lazily: read it only for a slice that reaches into it.
   if (start < promptLength) {
     const prompt = segment.promptRecord.prompt_token_ids
     for (let i = start; i < Math.min(end, promptLength); i++) out.push(prompt[i] as number)
   }
-  if (end <= promptLength) return out
   const pieces = segment.pieces
   let position = Math.max(start, promptLength) - promptLength
   const last = end - promptLength
-  for (let index = pieceAt(pieces, position); index < pieces.length && position < last; index++) {
+  for (let index = pieceAt(pieces, position); position < last; index++) {
     const piece = pieces[index] as Piece
-    const length = piece.end - piece.start
-    for (let i = position - piece.offset; i < length && position < last; i++, position++) {
-      out.push(piece.tokens[piece.start + i] as number)
-    }
+    const to = Math.min(piece.offset + piece.tokens.length, last)
+    for (; position < to; position++) out.push(piece.tokens[position - piece.offset] as number)
   }
   return out
 }
@@ -145,10 +145,8 @@ function lacksLogprobs(record: CompletionRecord): boolean {
 
 function pushPiece(segment: Segment, piece: Omit<Piece, 'offset'>): number {
   const offset = segment.responseLength
-  if (piece.end > piece.start) {
-    segment.pieces.push({ ...piece, offset })
-    segment.responseLength += piece.end - piece.start
-  }
+  segment.pieces.push({ ...piece, offset })
+  segment.responseLength += piece.tokens.length
   return offset
 }
 
@@ -157,8 +155,6 @@ function pushResponse(segment: Segment, record: CompletionRecord): { offset: num
   if (lacksLogprobs(record)) segment.turnsWithoutLogprobs++
   const offset = pushPiece(segment, {
     tokens: ids,
-    start: 0,
-    end: ids.length,
     trainable: true,
     logprobs: alignedLogprobs(record),
   })
@@ -240,11 +236,8 @@ function dominantReason(byReason: Record<string, number>): DriftReason | null {
 export function appendTurn(segment: Segment, record: CompletionRecord, turn: AppendTurn): void {
   const prompt = record.prompt_token_ids
   // A copy of the interstitial: the segment must not keep the whole prompt of every turn alive.
-  const interstitial = prompt.slice(turn.interStart)
   pushPiece(segment, {
-    tokens: interstitial,
-    start: 0,
-    end: interstitial.length,
+    tokens: prompt.slice(turn.interStart),
     trainable: false,
     logprobs: null,
   })
@@ -291,8 +284,7 @@ export function replaceTip(
     segment.promptLength = record.prompt_token_ids.length
     drift = { state: EMPTY_DRIFT, boundaryDrift: 0 }
   }
-  const lastPiece = segment.pieces[segment.pieces.length - 1]
-  if (lastPiece?.trainable && lastPiece.offset === old.responseOffset) segment.pieces.pop()
+  segment.pieces.pop()
   segment.responseLength = old.responseOffset
   if (lacksLogprobs(old.record)) segment.turnsWithoutLogprobs--
   if (old.messageIndex >= 0) {
@@ -365,10 +357,10 @@ export function finalizeSegment(segment: Segment, chainSegmentIndex: number): Tr
   const logprobs = new Array<number>(length)
   let trainableTokens = 0
   for (const piece of segment.pieces) {
-    const pieceLength = piece.end - piece.start
+    const pieceLength = piece.tokens.length
     for (let i = 0; i < pieceLength; i++) {
       const at = piece.offset + i
-      responseIds[at] = piece.tokens[piece.start + i] as number
+      responseIds[at] = piece.tokens[i] as number
       lossMask[at] = piece.trainable ? 1 : 0
       logprobs[at] = piece.logprobs === null ? 0 : (piece.logprobs[i] as number)
     }

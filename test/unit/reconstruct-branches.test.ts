@@ -7,7 +7,7 @@ import type { CompletionRecord } from '../../src/contract/completion-record.ts'
 import type { Trace, Trajectory } from '../../src/contract/trajectory.ts'
 import { type PrefixMergingConfigInput, reconstructTrajectory } from '../../src/reconstruct/index.ts'
 import { checkInvariants } from './reconstruct-support/invariants.ts'
-import { makeRecord, withPreviousDeltas, withDeltas } from './reconstruct-support/records.ts'
+import { makeRecord, withBestDeltas, withDeltas, withPreviousDeltas } from './reconstruct-support/records.ts'
 
 const EOT = 99
 /** System turn with a two-token nonce slot and enough fixed text after it to re-synchronize. */
@@ -367,5 +367,112 @@ describe('branch labels', () => {
       completions_excluded: 2,
       excluded_by_reason: { abandoned: 1, failed: 1 },
     })
+  })
+})
+
+describe('reconstruction_stats and trace order (hand-counted)', () => {
+  const p1 = [...system([71, 72]), ...user(21), ...gen()]
+  const p2 = [...system([73, 74]), ...user(21), ...asst(31), ...tool(41), ...gen()]
+  const sideP = [1, 2, 6, ...range(700, 730), EOT, 6, ...user(21), ...gen()]
+  const p4 = [...p2, 52, 53, EOT, 6, ...tool(42), ...gen()]
+  const p5 = [...system([73, 74]), ...user(81, 82), ...gen()]
+  /**
+   * seq 0 → 1 continues under a fresh nonce (system_edit 2); 2 is a side call; 3 re-sends 1's prompt
+   * (keep_last: 1 superseded); 4 continues 3 exactly (Polar's rule); 5 compacts the history; 6 abandoned.
+   */
+  const records = withBestDeltas([
+    makeRecord({ seq: 0, prompt: p1, response: [31, EOT] }),
+    makeRecord({ seq: 1, prompt: p2, response: [51, EOT] }),
+    makeRecord({ seq: 2, prompt: sideP, response: [71, EOT], tools: null }),
+    makeRecord({ seq: 3, prompt: p2, response: [52, 53, EOT] }),
+    makeRecord({ seq: 4, prompt: p4, response: [54, EOT] }),
+    makeRecord({ seq: 5, prompt: p5, response: [55, EOT] }),
+    { ...makeRecord({ seq: 6, prompt: p5, response: [9] }), status: 'abandoned', trainable: false },
+  ])
+
+  it('traces in arrival order of their first record (not creation order); every counter', () => {
+    const trajectory = build(records)
+    expect(
+      trajectory.traces.map((t) => [
+        t.metadata.branch,
+        t.metadata.chain_index,
+        t.metadata.chain_segment_index,
+        t.metadata.break_reason,
+        t.metadata.source_completion_ids,
+      ]),
+    ).toEqual([
+      ['main', 0, 0, null, ['msg_000000000000', 'msg_000000000003', 'msg_000000000004']],
+      ['retry', 2, 0, null, ['msg_000000000001']],
+      ['side_call', 1, 0, null, ['msg_000000000002']],
+      ['compaction', 0, 1, 'compaction', ['msg_000000000005']],
+    ])
+    expect(turnsOf(trajectory.traces[0]).map((t) => [t.context_drift_tokens, t.boundary_drift_tokens])).toEqual([
+      [0, 0],
+      [2, 2],
+      [2, 0],
+    ])
+    expect(trajectory.metadata.builder).toBe('prefix_merging')
+    expect(trajectory.metadata.reconstruction_stats).toEqual({
+      chains_total: 3,
+      chains_reconstructed_full: 2,
+      chains_reconstructed_truncated: 1,
+      completions_total: 6,
+      completions_merged: 6,
+      records_total: 7,
+      completions_excluded: 1,
+      excluded_by_reason: { abandoned: 1 },
+      traces_total: 4,
+      turns_continued: 2,
+      // 6 completions, 2 roots (main, side call).
+      turns_mergeable: 4,
+      merged_turn_ratio: 2 / 6,
+      mergeable_merged_ratio: 2 / 4,
+      // Only seq 4 extends its predecessor's prompt + response exactly.
+      strict_rule_merges: 1,
+      breaks: { compaction: 1 },
+      branches: { main: 1, side_call: 1, retry: 1, compaction: 1 },
+      retries: 1,
+      drift: {
+        turns_with_drift: 2,
+        context_drift_tokens_max: 2,
+        context_drift_tokens_sum: 4,
+        boundary_drift_tokens_total: 2,
+        trained_tokens_total: 13,
+        // seq 3 (3 tokens) and seq 4 (2) are trained under the old nonce.
+        trained_tokens_under_drift: 5,
+        final_drift_by_reason: { system_edit: 2 },
+      },
+    })
+    expect(trajectory.metadata.reconstruction).toEqual({
+      mode: 'tolerant',
+      preset: 'tolerant',
+      end_of_turn_token_id: EOT,
+      end_of_turn_token_source: 'auto',
+      max_context_drift_tokens: 64,
+      retry_policy: 'keep_last',
+    })
+  })
+
+  it('the configured end-of-turn token is reported as such; no preset → null', () => {
+    const trajectory = reconstructTrajectory(records, {
+      builder: 'prefix_merging',
+      config: { end_of_turn_token_id: EOT, retry_policy: 'keep_first' },
+    })
+    expect(trajectory.metadata.reconstruction).toMatchObject({
+      preset: null,
+      end_of_turn_token_id: EOT,
+      end_of_turn_token_source: 'config',
+      retry_policy: 'keep_first',
+    })
+    expect(trajectory.metadata.reconstruction_stats).toMatchObject({ retries: 1, branches: { retry: 1 } })
+  })
+
+  it('no records or none trainable: ERROR without traces, the shell still filled', () => {
+    const none = reconstructTrajectory([], { builder: 'prefix_merging' })
+    expect(none).toMatchObject({ status: 'ERROR', error: 'no completions', traces: [] })
+    expect(none.metadata.reconstruction_stats).toMatchObject({ chains_total: 0, records_total: 0, breaks: {} })
+    const excluded = reconstructTrajectory(records.slice(6), { builder: 'prefix_merging' })
+    expect(excluded).toMatchObject({ status: 'ERROR', error: 'no trainable completions', traces: [] })
+    expect(excluded.metadata.reconstruction_stats).toMatchObject({ records_total: 1, completions_excluded: 1 })
   })
 })
