@@ -24,6 +24,7 @@ const EOT = 99
 const ROOT = { index: 0, chain: 0, origin: 'root', parent: null } as const
 
 const msg = (role: string, content: string) => ({ role, content })
+const answer = (content: string) => ({ role: 'assistant' as const, content })
 
 function turn(interStart: number, overrides: Partial<AppendTurn> = {}): AppendTurn {
   return { interStart, firstEot: -1, promptLcp: interStart, drift: EMPTY_DRIFT, boundaryDrift: 0, strictRuleMerge: true, ...overrides }
@@ -133,9 +134,9 @@ describe('finished trace', () => {
 
   it('messages: the first prompt, then each sampled message and the new prompt messages in order', () => {
     const m1 = [msg('system', 's'), msg('user', 'u')]
-    const a1 = msg('assistant', 'a1')
+    const a1 = answer('a1')
     const m2 = [...m1, a1, msg('tool', 't1')]
-    const a2 = msg('assistant', 'a2')
+    const a2 = answer('a2')
     const m3 = [...m2, a2, msg('tool', 't2')]
     const segment = createSegment(makeRecord({ seq: 0, prompt: [1], response: [2], messages: m1, responseMessage: a1 }), ROOT, EOT)
     appendTurn(segment, makeRecord({ seq: 1, prompt: [1, 2, 3], response: [4], messages: m2, responseMessage: a2 }), turn(2))
@@ -283,7 +284,7 @@ describe('re-send replacing the tip', () => {
 
   it('the first turn: the re-send’s prompt becomes the trace prompt, drift reset', () => {
     const segment = createSegment(makeRecord({ seq: 0, prompt: [1, 2], response: [3, EOT] }), ROOT, EOT)
-    replaceTip(segment, makeRecord({ seq: 1, prompt: [1, 5], response: [4], responseMessage: msg('assistant', 'x') }), {
+    replaceTip(segment, makeRecord({ seq: 1, prompt: [1, 5], response: [4], responseMessage: answer('x') }), {
       state: drift({ system_edit: 1 }),
       boundaryDrift: 1,
       firstEot: 6,
