@@ -9,7 +9,7 @@
  * `--calls-only` (stop after the turns: per-call figures only, incl. Server-Timing `capture` p50 of the first
  * and last 10 turns), `--keep-sqlite <path>` (keep a copy of the session's SQLite, to profile finalize in Node),
  * `--profile-finalize <file>` (a workerd CPU profile of the prefix_merging finalize, over the DevTools inspector;
- * the inspector slows workerd down: not for the figures).
+ * the inspector slows workerd down: not for the figures), `--profile-calls <file>` (the same over the last 20 turns).
  * Figures: edge cost per call (Server-Timing prepare + capture) over the first and last 10 turns; stored
  * token bytes ÷ floor (4 B × final prompt + 8 B × output tokens); stored request text ÷ final request
  * body; finalize and GET trajectory times (first byte and total) for both builders (finalize closes a
@@ -27,7 +27,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { startEngine } from '../engine/server.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
-import { profileWorkerd } from './lib/devtools.ts'
+import { profileWorkerd, startWorkerdProfile } from './lib/devtools.ts'
 
 const { values } = parseArgs({
   options: {
@@ -44,6 +44,8 @@ const { values } = parseArgs({
     'keep-sqlite': { type: 'string' },
     /** Write a V8 CPU profile of workerd during the prefix_merging finalize to this file (DevTools inspector). */
     'profile-finalize': { type: 'string' },
+    /** Write a V8 CPU profile of workerd during the last 20 turns to this file (edge and session object: one isolate). */
+    'profile-calls': { type: 'string' },
   },
 })
 const TURNS = Number(values.turns)
@@ -117,7 +119,7 @@ const engine = await startEngine({ seed: 3, policy: 'script', script, maxModelLe
 const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-bench-long-'))
 const edge = await startMiniflareEdge({
   persistTo,
-  ...(values['profile-finalize'] ? { inspector: true } : {}),
+  ...(values['profile-finalize'] || values['profile-calls'] ? { inspector: true } : {}),
   vars: { ROLLGATE_ADMIN_TOKEN: ADMIN, ROLLGATE_SIGNING_KEY: 'k', ROLLGATE_UPSTREAM_URL: engine.url },
 })
 const admin = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }
@@ -163,7 +165,11 @@ try {
   let finalBodyBytes = 0
   let finalPromptTokens = 0
   const started = performance.now()
+  let callsProfile: { stop(): Promise<unknown> } | null = null
   for (let turn = 0; turn < TURNS; turn++) {
+    if (values['profile-calls'] && edge.inspectorUrl && turn === Math.max(0, TURNS - 20)) {
+      callsProfile = await startWorkerdProfile(edge.inspectorUrl)
+    }
     const body = JSON.stringify({ model: 'bench', messages, tools: TOOLS, chat_template_kwargs: { enable_thinking: false } })
     finalBodyBytes = Buffer.byteLength(body)
     // One after the other: the measured session's Server-Timing must not include the twin's work.
@@ -198,6 +204,7 @@ try {
     }
   }
   const turnsSeconds = (performance.now() - started) / 1000
+  if (callsProfile && values['profile-calls']) writeFileSync(values['profile-calls'], JSON.stringify(await callsProfile.stop()))
   if (values['calls-only']) {
     finalFigures = {
       turns: TURNS,

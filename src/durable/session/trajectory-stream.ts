@@ -35,6 +35,7 @@ import { type SessionInfo, trajectoryMetadata } from '../../reconstruct/trajecto
 import { startPrefixMerging } from '../../reconstruct/prefix-merging.ts'
 import type { CompletionLog } from './completion-log.ts'
 import { LogReadError, LogRecords } from './log-records.ts'
+import { SliceMemo } from './slice-memo.ts'
 
 export const TRAJECTORY_FORMATS = ['trajectory', 'session_result', 'nemo-gym', 'sft', 'sft-tokens'] as const
 export type TrajectoryFormat = (typeof TRAJECTORY_FORMATS)[number]
@@ -82,9 +83,10 @@ export async function* trajectoryChunks(
     }
     yield `{"status":${JSON.stringify(shell.status)},"metadata":${JSON.stringify(shell.metadata)},"traces":[`
     let index = 0
+    const memo = new SliceMemo()
     for await (const trace of shell.traces) {
       if (index++ > 0) yield ','
-      yield* jsonChunks(trace)
+      yield* jsonChunks(trace, memo)
     }
     summary.trace_count = index
     yield `],"error":${JSON.stringify(shell.error)}}`
@@ -160,12 +162,20 @@ function macrotask(): Promise<void> {
 
 /** Array elements per chunk when a trace is written (≈ 100 KB of JSON for token ids). */
 export const JSON_ARRAY_SLICE = 16_384
+/** The same for arrays of anything else (messages: a few KB each). */
+export const JSON_OBJECT_SLICE = 64
+
+function sliceSize(values: readonly unknown[]): number {
+  return typeof values[0] === 'number' ? JSON_ARRAY_SLICE : JSON_OBJECT_SLICE
+}
 
 /**
- * `JSON.stringify(value)` of a plain object (a trace) as chunks: arrays longer than `JSON_ARRAY_SLICE`
- * are written a slice at a time, everything else as one piece.
+ * `JSON.stringify(value)` of a plain object (a trace) as chunks: arrays of numbers longer than
+ * `JSON_ARRAY_SLICE` (other arrays: `JSON_OBJECT_SLICE`) are written a slice at a time, everything else as
+ * one piece. `memo`: slices the previous object of the
+ * stream wrote are reused (`slice-memo.ts`).
  */
-export function* jsonChunks(value: object): Generator<string> {
+export function* jsonChunks(value: object, memo: SliceMemo = new SliceMemo()): Generator<string> {
   let out = '{'
   let first = true
   for (const key of Object.keys(value)) {
@@ -173,17 +183,19 @@ export function* jsonChunks(value: object): Generator<string> {
     if (field === undefined || typeof field === 'function' || typeof field === 'symbol') continue
     out += `${first ? '' : ','}${JSON.stringify(key)}:`
     first = false
-    if (Array.isArray(field) && field.length > JSON_ARRAY_SLICE) {
+    const size = Array.isArray(field) ? sliceSize(field) : 0
+    if (Array.isArray(field) && field.length > size) {
       yield `${out}[`
-      for (let start = 0; start < field.length; start += JSON_ARRAY_SLICE) {
-        const slice = JSON.stringify(field.slice(start, start + JSON_ARRAY_SLICE))
-        yield (start === 0 ? '' : ',') + slice.slice(1, -1)
+      for (let start = 0, index = 0; start < field.length; start += size, index++) {
+        const slice = memo.slice(key, field, index, start, Math.min(field.length, start + size))
+        yield start === 0 ? slice : `,${slice}`
       }
       out = ']'
     } else {
       out += JSON.stringify(field)
     }
   }
+  memo.next()
   yield `${out}}`
 }
 

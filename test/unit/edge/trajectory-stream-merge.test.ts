@@ -19,7 +19,8 @@ import { CompletionLog } from '../../../src/durable/session/completion-log.ts'
 import { LogRecords } from '../../../src/durable/session/log-records.ts'
 import type { CompletionInput } from '../../../src/durable/session/record.ts'
 import { ensureSchema } from '../../../src/durable/session/schema.ts'
-import { JSON_ARRAY_SLICE, jsonChunks, trajectoryChunks } from '../../../src/durable/session/trajectory-stream.ts'
+import { SliceMemo } from '../../../src/durable/session/slice-memo.ts'
+import { JSON_ARRAY_SLICE, JSON_OBJECT_SLICE, jsonChunks, trajectoryChunks } from '../../../src/durable/session/trajectory-stream.ts'
 import { applyMergePreset, prefixMergingConfigSchema, reconstructTrajectory } from '../../../src/reconstruct/index.ts'
 import { startPrefixMerging } from '../../../src/reconstruct/prefix-merging.ts'
 import { completionInput, growingSession, growingSessionInputs } from '../../support/records.ts'
@@ -243,6 +244,25 @@ describe('streamed prefix_merging', () => {
     const chunks = [...jsonChunks(trace)]
     expect(chunks.join('')).toBe(JSON.stringify(trace))
     expect(Math.max(...chunks.map((chunk) => chunk.length))).toBeLessThan(JSON_ARRAY_SLICE * 8)
+  })
+
+  it('reuses the JSON of slices the previous trace wrote, only where every element is the same', () => {
+    const message = (i: number) => ({ role: 'tool', content: `out ${i}` })
+    const messages = Array.from({ length: 3 * JSON_OBJECT_SLICE + 5 }, (_, i) => message(i))
+    const ids = Array.from({ length: 2 * JSON_ARRAY_SLICE + 3 }, (_, i) => i % 1000)
+    const first = { prompt_ids: ids, prompt_messages: messages }
+    // The next trace: the same prefix, one token and one message changed (an equal copy is not the same object).
+    const ids2 = [...ids, 7, 8]
+    ids2[JSON_ARRAY_SLICE + 5] = -0.5
+    const messages2 = [...messages, message(999)]
+    messages2[JSON_OBJECT_SLICE + 1] = { role: 'tool', content: 'changed' }
+    const memo = new SliceMemo()
+    expect([...jsonChunks(first, memo)].join('')).toBe(JSON.stringify(first))
+    expect(memo.hits).toBe(0)
+    const second = { prompt_ids: ids2, prompt_messages: messages2 }
+    expect([...jsonChunks(second, memo)].join('')).toBe(JSON.stringify(second))
+    // Slice 0 of the ids and slices 0 and 2 of the messages are reused; the changed and the longer ones are not.
+    expect(memo.hits).toBe(3)
   })
 
   it('reads each prompt from the log once on a growing session (the cache follows the delta chain)', async () => {
