@@ -9,14 +9,43 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
 import { createSessionToken } from '../../../src/contract/session-token.ts'
 import type { SessionConfig } from '../../../src/durable/session/record.ts'
-import type { EdgeConfig } from '../../../src/worker/config.ts'
-import type { GatewayError } from '../../../src/worker/errors.ts'
-import type * as SessionAccessModule from '../../../src/worker/pipeline/session-access.ts'
+
+// The worker's modules are typed against workerd's globals (`Env`), which this project's Node typecheck does not
+// load: they are imported by a computed path and described here by what the test uses.
+const WORKER = '../../../src/worker'
+interface NormalizedError {
+  status: number
+  kind: string
+  message: string
+  param: string | null
+}
+interface GatewayError extends Error {
+  param: string | null
+  toNormalized(): NormalizedError
+}
+type Env = unknown
+interface SessionAccess {
+  sessionId: string
+  agent: string
+  stub: unknown
+  config: SessionConfig
+  stillValid(): Promise<void>
+}
+interface SessionAccessModule {
+  authenticateSession(
+    env: Env,
+    config: { signingKey: string | null },
+    request: Request,
+    url: URL,
+    path: { token?: string; agent?: string },
+  ): Promise<SessionAccess>
+  sessionStub(env: Env, sessionId: string): unknown
+}
 
 const KEY = 'session-access-test-key'
-let access: typeof SessionAccessModule
+let access: SessionAccessModule
 /** The error class of the fresh module copy. */
-let Gateway: typeof GatewayError
+let Gateway: new (...args: never[]) => GatewayError
 
 function configOf(sessionId: string): SessionConfig {
   return {
@@ -64,7 +93,7 @@ function sessionObjects(options: { missing?: string[] } = {}) {
   return { env, calls, revokedBy }
 }
 
-const edge = (signingKey: string | null = KEY) => ({ signingKey }) as EdgeConfig
+const edge = (signingKey: string | null = KEY) => ({ signingKey })
 
 function harnessRequest(headers: Record<string, string> = {}): [Request, URL] {
   const request = new Request('http://edge.test/v1/chat/completions', { method: 'POST', headers })
@@ -99,8 +128,8 @@ const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 
 beforeEach(async () => {
   vi.resetModules()
-  access = await import('../../../src/worker/pipeline/session-access.ts')
-  Gateway = (await import('../../../src/worker/errors.ts')).GatewayError
+  access = (await import(`${WORKER}/pipeline/session-access.ts`)) as SessionAccessModule
+  Gateway = ((await import(`${WORKER}/errors.ts`)) as { GatewayError: typeof Gateway }).GatewayError
 })
 afterEach(() => vi.restoreAllMocks())
 
