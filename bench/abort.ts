@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { parseArgs } from '../scripts/lib/cli-args.ts'
 import OpenAI from 'openai'
 import { startEngine } from '../engine/server.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'

@@ -12,7 +12,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { chatBody } from './lib/chat-bodies.ts'
 import { type LoadResult, runLoad } from './lib/load.ts'

@@ -25,7 +25,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { REPO_ROOT } from '../scripts/lib/processes.ts'
 import { chatBody } from './lib/chat-bodies.ts'

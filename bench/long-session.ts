@@ -24,7 +24,7 @@ import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSyn
 import { DatabaseSync } from 'node:sqlite'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { startEngine } from '../engine/server.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { profileWorkerd, startWorkerdProfile } from './lib/devtools.ts'

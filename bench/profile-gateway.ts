@@ -14,7 +14,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { bundleWorker, startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { REPO_ROOT } from '../scripts/lib/processes.ts'
 import { chatBody } from './lib/chat-bodies.ts'

@@ -9,7 +9,7 @@
  *
  * Target: ≥ 95 % with the buffer. Last line: one JSON object.
  */
-import { parseArgs } from 'node:util'
+import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { type PipelineJob, StagePipeline } from '../runner/pools/pipeline.ts'
 import { occupancy, SimulatedStages } from '../runner/pools/simulated-stages.ts'
 

@@ -24,7 +24,7 @@
  */
 import { Agent } from 'node:http'
 import { loadavg } from 'node:os'
-import { parseArgs } from 'node:util'
+import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { chatBody } from './lib/chat-bodies.ts'
 import { type LoadResult, type LoadTarget, once, runLoad } from './lib/load.ts'
 import { cpuMs, workerdPids } from './lib/proc-stats.ts'

@@ -6,7 +6,7 @@
  * per scenario `{sent, served, captured, lost, errors, edge_5xx, notes, …}`. Exits 1 when any row has
  * `lost` or `errors` or `edge_5xx` above 0. Loopback only; every loop bounded in count and time.
  */
-import { parseArgs } from 'node:util'
+import { parseArgs } from './lib/cli-args.ts'
 import { r1Hostile } from './chaos/r1-hostile.ts'
 import { r2EngineFaults } from './chaos/r2-engine-faults.ts'
 import { r3RunnerKill } from './chaos/r3-runner-kill.ts'

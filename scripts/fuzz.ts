@@ -9,7 +9,7 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from 'node:util'
+import { parseArgs } from './lib/cli-args.ts'
 import { startEngine } from '../engine/server.ts'
 import { startMiniflareEdge } from './lib/miniflare-edge.ts'
 import { REPO_ROOT } from './lib/processes.ts'

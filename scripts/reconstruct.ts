@@ -96,6 +96,22 @@ function parseJsonOption(name: string, value: string | undefined): unknown {
   }
 }
 
+/** A non-negative integer option written as one (`0`, `12`): never `abc` (NaN), `1.5` or `0x1`. */
+function indexOption(name: string, value: string): number {
+  const index = /^(0|[1-9][0-9]*)$/.test(value) ? Number(value) : Number.NaN
+  if (!Number.isSafeInteger(index)) throw new Error(`--${name} must be a non-negative integer, got ${JSON.stringify(value)}`)
+  return index
+}
+
+/** The records file (`-`: stdin); a file that cannot be read is an error naming the option. */
+function readRecords(path: string): string {
+  try {
+    return readFileSync(path === '-' ? 0 : path, 'utf8')
+  } catch (error) {
+    throw new Error(`--records: cannot read ${path === '-' ? 'stdin' : path} (${(error as Error).message})`)
+  }
+}
+
 /** Thrown for `--help`: the usage goes to stdout and the exit code is 0. */
 export class HelpRequested extends Error {}
 
@@ -122,7 +138,9 @@ export function runCli(argv: string[]): string {
 
   const builder = parseWith('--builder', builderNameSchema, values.builder)
   const format = parseFormat(values.format)
-  const raw = readFileSync(values.records === '-' ? 0 : values.records, 'utf8')
+  const groupIndex = indexOption('group-index', values['group-index'])
+  const trajectoryIndex = indexOption('trajectory-index', values['trajectory-index'])
+  const raw = readRecords(values.records)
   const records = parseRecordsFile(parseJsonOption('records', raw))
   const config = parseJsonOption('config', values.config) as Record<string, unknown> | undefined
   const session = parseWith('--session', sessionSchema, parseJsonOption('session', values.session) ?? {})
@@ -147,8 +165,8 @@ export function runCli(argv: string[]): string {
     case 'slime':
       return toJsonl(
         toSlimeSamples(sessionResult(), {
-          group_index: Number(values['group-index']),
-          trajectory_index: Number(values['trajectory-index']),
+          group_index: groupIndex,
+          trajectory_index: trajectoryIndex,
         }),
       )
     case 'nemo-gym':

@@ -40,6 +40,7 @@ import { cliVariants } from '../runner/harness/index.ts'
 import { ensureHarnessInstalled } from '../runner/harness/install.ts'
 import type { Trajectory } from '../src/contract/trajectory.ts'
 import { loadTaskFile } from '../tasks/load.ts'
+import { parseArgs } from './lib/cli-args.ts'
 import { startEngineTap } from './lib/engine-tap.ts'
 import { REPO_ROOT, startEdge } from './lib/processes.ts'
 import {
@@ -64,21 +65,26 @@ interface Options {
 }
 
 function parseOptions(argv: string[]): Options {
-  const options: Options = { only: null, timeoutMs: 600_000, keep: false, verbose: false }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!
-    const value = () => {
-      const next = argv[++i]
-      if (next === undefined) throw new Error(`${arg} needs a value`)
-      return next
-    }
-    if (arg === '--only') options.only = value().split(',').filter(Boolean)
-    else if (arg === '--timeout-s') options.timeoutMs = Number(value()) * 1000
-    else if (arg === '--keep') options.keep = true
-    else if (arg === '--verbose') options.verbose = true
-    else throw new Error(`unknown argument ${arg} (flags: --only, --timeout-s, --keep, --verbose)`)
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      only: { type: 'string' },
+      'timeout-s': { type: 'string', default: '600' },
+      keep: { type: 'boolean', default: false },
+      verbose: { type: 'boolean', default: false },
+    },
+  })
+  const timeoutS = Number(values['timeout-s'])
+  if (!/^\d+(\.\d+)?$/.test(values['timeout-s']) || timeoutS <= 0) {
+    process.stderr.write(`error: --timeout-s must be a positive number of seconds, got ${JSON.stringify(values['timeout-s'])}\n`)
+    process.exit(2)
   }
-  return options
+  return {
+    only: values.only === undefined ? null : values.only.split(',').filter(Boolean),
+    timeoutMs: timeoutS * 1000,
+    keep: values.keep,
+    verbose: values.verbose,
+  }
 }
 
 interface VariantResult extends Omit<SessionCheck, 'problems'> {

@@ -320,6 +320,15 @@ describe('CLI (scripts/reconstruct.ts)', () => {
     expect(() => runCli(['--records', bare, '--config', '{"bogus":1}'])).toThrow(/^config\.bogus: unknown prefix_merging option/)
     expect(() => runCli(['--records', bare, '--builder', 'magic'])).toThrow(/^--builder: /)
     expect(() => runCli(['--records', bare, '--eval', '{"outcome_reward":"high"}'])).toThrow(/^--eval outcome_reward: /)
+    // Slime's indices are integers: a typo is an error naming the option, never a `group_index: null` in the export.
+    for (const value of ['abc', '1.5', '0x1', '']) {
+      expect(() => runCli(['--records', bare, '--format', 'slime', '--group-index', value]), value).toThrow(
+        `--group-index must be a non-negative integer, got ${JSON.stringify(value)}`,
+      )
+    }
+    expect(() => runCli(['--records', bare, '--format', 'slime', '--trajectory-index', 'x'])).toThrow(/^--trajectory-index must be/)
+    expect(JSON.parse(runCli(['--records', bare, '--format', 'slime', '--group-index', '3']).split('\n')[0] ?? '{}').group_index).toBe(3)
+    expect(() => runCli(['--records', join(dir, 'missing.json')])).toThrow(/^--records: cannot read .*missing\.json \(ENOENT/)
     const broken = join(dir, 'broken.json')
     writeFileSync(broken, JSON.stringify([{ ...records[0], seq: 'first' }]))
     expect(() => runCli(['--records', broken])).toThrow(/^--records \[0\]\.seq: Invalid input: expected number, received string$/)

@@ -1,0 +1,55 @@
+/**
+ * @module
+ * `node:util`'s `parseArgs` for the repo's scripts and benchmarks, with what a person typing the command needs:
+ * `--help` / `-h` prints the options (with their defaults) and exits 0, and an unknown option or a missing
+ * value prints one `error:` line and the options and exits 2 — never a stack trace. A drop-in replacement:
+ * same config, same result.
+ */
+import { type ParseArgsConfig, parseArgs as nodeParseArgs } from 'node:util'
+import { relative } from 'node:path'
+
+type Options = NonNullable<ParseArgsConfig['options']>
+
+/** The options as a person reads them: `--name <value>  (default: …)`, one a line. */
+export function usageText(options: Options, command = defaultCommand()): string {
+  const lines = Object.entries(options).map(([name, option]) => {
+    const flag = `${option.short ? `-${option.short}, ` : ''}--${name}${option.type === 'string' ? ' <value>' : ''}${option.multiple ? ' …' : ''}`
+    const fallback = option.default === undefined || option.default === false ? '' : `  (default: ${JSON.stringify(option.default)})`
+    return `  ${flag}${fallback}`
+  })
+  return [`usage: ${command} [options]`, ...lines, '  -h, --help'].join('\n')
+}
+
+function defaultCommand(): string {
+  const script = process.env.npm_lifecycle_event
+  if (script && !script.startsWith('npx')) return `npm run ${script} --`
+  return `node ${relative(process.cwd(), process.argv[1] ?? 'script')}`
+}
+
+export type CliOutcome<T> = { kind: 'ok'; parsed: T } | { kind: 'help'; text: string } | { kind: 'error'; text: string }
+
+/** The pure part: parsed arguments, the help text, or the error text (the exit is the caller's). */
+export function parseCliArgs<T extends ParseArgsConfig>(config: T, command?: string): CliOutcome<ReturnType<typeof nodeParseArgs<T>>> {
+  const options = config.options ?? {}
+  const args = config.args ?? process.argv.slice(2)
+  if (!('help' in options) && args.some((arg) => arg === '--help' || arg === '-h')) {
+    return { kind: 'help', text: usageText(options, command) }
+  }
+  try {
+    return { kind: 'ok', parsed: nodeParseArgs({ ...config, args } as T) }
+  } catch (error) {
+    return { kind: 'error', text: `error: ${(error as Error).message}\n\n${usageText(options, command)}` }
+  }
+}
+
+/** `parseArgs` that answers `--help` and bad options itself (stdout / stderr, exit 0 / 2). */
+export function parseArgs<T extends ParseArgsConfig>(config: T): ReturnType<typeof nodeParseArgs<T>> {
+  const outcome = parseCliArgs(config)
+  if (outcome.kind === 'ok') return outcome.parsed
+  if (outcome.kind === 'help') {
+    process.stdout.write(`${outcome.text}\n`)
+    process.exit(0)
+  }
+  process.stderr.write(`${outcome.text}\n`)
+  process.exit(2)
+}
