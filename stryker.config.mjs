@@ -25,6 +25,8 @@ export default {
     'src/reconstruct/config.ts',
     'src/reconstruct/advantages.ts',
     'src/reconstruct/per-request.ts',
+    'src/reconstruct/prefix-merging.ts',
+    'src/reconstruct/segment.ts',
     'src/durable/runner/event-bus.ts',
     'src/durable/runner/hub-coordinator.ts',
     'src/durable/gate/generation-gate.ts',

@@ -194,7 +194,7 @@ export function startPrefixMerging(records: readonly CompletionRecord[], options
     const before = chainer.segments.length
     chainer.route(record)
     for (let i = before; i < chainer.segments.length; i++) {
-      if ((chainer.segments[i] as Segment).turns[0]?.record === record) return true
+      if ((chainer.segments[i] as Segment).promptRecord === record) return true
     }
     return false
   }

@@ -5,7 +5,9 @@
 import { describe, expect, it } from 'vitest'
 import type { CompletionRecord } from '../../src/contract/completion-record.ts'
 import type { Trace, Trajectory } from '../../src/contract/trajectory.ts'
+import { parsePrefixMergingConfig } from '../../src/reconstruct/config.ts'
 import { type PrefixMergingConfigInput, reconstructTrajectory } from '../../src/reconstruct/index.ts'
+import { startPrefixMerging } from '../../src/reconstruct/prefix-merging.ts'
 import { checkInvariants } from './reconstruct-support/invariants.ts'
 import { makeRecord, withBestDeltas, withDeltas, withPreviousDeltas } from './reconstruct-support/records.ts'
 
@@ -465,6 +467,24 @@ describe('reconstruction_stats and trace order (hand-counted)', () => {
       retry_policy: 'keep_first',
     })
     expect(trajectory.metadata.reconstruction_stats).toMatchObject({ retries: 1, branches: { retry: 1 } })
+  })
+
+  it('routing tells which records open a trace (a streamed build keeps their requests for it)', () => {
+    const run = startPrefixMerging(records, { config: parsePrefixMergingConfig({ ...THINK, retry_policy: 'keep_first' }) })
+    const opened = run.trainable.map((record) => [record.seq, run.route(record)])
+    // 0 root, 1 continues, 2 side call, 3 a retry trace of its own (keep_first), 4 continues, 5 a break.
+    expect(opened).toEqual([
+      [0, true],
+      [1, false],
+      [2, true],
+      [3, true],
+      [4, false],
+      [5, true],
+    ])
+    expect(run.finish().entries.map((entry) => entry.first.seq)).toEqual([0, 2, 3, 5])
+    // keep_last: 3 replaces 1 in the chain and 1 moves to a trace of its own — not 3's.
+    const keepLast = startPrefixMerging(records, { config: parsePrefixMergingConfig(THINK) })
+    expect(keepLast.trainable.map((record) => keepLast.route(record))).toEqual([true, false, true, false, false, true])
   })
 
   it('no records or none trainable: ERROR without traces, the shell still filled', () => {

@@ -58,6 +58,13 @@ describe('Polar worked example (EOT = 99)', () => {
           completions_total: 2,
           completions_merged: 2,
         })
+        if (!build.config.strict) {
+          expect(trajectory.metadata.reconstruction_stats).toMatchObject({
+            turns_continued: 1,
+            turns_mergeable: 1,
+            mergeable_merged_ratio: 1,
+          })
+        }
       })
     }
 
