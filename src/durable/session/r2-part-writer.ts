@@ -31,11 +31,14 @@ export interface WrittenObject {
   parts: number
 }
 
-/** Write every chunk of `chunks` to `key`; on failure the multipart upload is aborted and the error rethrown. */
+/**
+ * Write every chunk of `chunks` (text, or bytes copied as they are) to `key`; on failure the multipart
+ * upload is aborted and the error rethrown.
+ */
 export async function writeChunks(
   bucket: PartBucket,
   key: string,
-  chunks: AsyncIterable<string>,
+  chunks: AsyncIterable<string | Uint8Array>,
   contentType: string,
   partBytes = PART_BYTES,
 ): Promise<WrittenObject> {
@@ -54,7 +57,7 @@ export async function writeChunks(
   }
   try {
     for await (const chunk of chunks) {
-      let data = encoder.encode(chunk)
+      let data = typeof chunk === 'string' ? encoder.encode(chunk) : chunk
       bytes += data.byteLength
       while (data.byteLength > 0) {
         const take = Math.min(partBytes - filled, data.byteLength)

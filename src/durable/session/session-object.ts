@@ -17,6 +17,7 @@ import { SESSION_CLOSED, type SessionFinalization, SessionStore } from './sessio
 import { type PartBucket, writeChunks } from './r2-part-writer.ts'
 import { contentTypeOf, type StreamSummary, type TrajectoryFormat, trajectoryChunks } from './trajectory-stream.ts'
 import { type Admission, SessionRollout } from './session-rollout.ts'
+import type { StoredResult } from './result-stream.ts'
 import type { LifecycleOutcome, LifecycleSpec, LifecycleState, RunnerUpstream } from './session-lifecycle.ts'
 import type { AgentResult, RunnerSessionStatus } from '../../contract/runner-protocol.ts'
 import type { EvalResult, SessionResult } from '../../contract/trajectory.ts'
@@ -275,6 +276,10 @@ export class SessionObject extends DurableObject<Env> {
     return this.#rolloutSide().result()
   }
 
+  storeResult(): Promise<StoredResult | null> {
+    return this.#rolloutSide().storeResult()
+  }
+
   async alarm(): Promise<void> {
     await this.#rolloutSide().alarm()
   }
@@ -286,6 +291,7 @@ export class SessionObject extends DurableObject<Env> {
       config: () => this.#store.config(),
       createConfig: (config) => this.#store.create(config),
       log: () => this.#requireLog(),
+      blobs: this.env.BLOBS as unknown as PartBucket,
       assertOpen: () => this.#assertOpen(),
       task: (taskId) => this.env.TASKS.get(this.env.TASKS.idFromName(taskId)),
       hub: () => this.env.RUNNERS.get(this.env.RUNNERS.idFromName(RUNNER_HUB_NAME)),

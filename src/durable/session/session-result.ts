@@ -52,7 +52,7 @@ export async function buildRunTrajectory(sessionId: string, log: CompletionLog, 
 }
 
 /** Agent `timeout` → TIMEOUT, `failed` → ERROR (Polar §17); a completed agent → COMPLETED. */
-function agentStatus(state: LifecycleState): TrajectoryStatus {
+export function agentStatus(state: LifecycleState): TrajectoryStatus {
   switch (state.agent_result?.status) {
     case 'completed':
       return 'COMPLETED'

@@ -33,6 +33,10 @@ import {
   type Transition,
 } from './session-lifecycle.ts'
 import { buildRunTrajectory, evaluate, sessionResult } from './session-result.ts'
+import { type StoredResult, streamRunResult } from './result-stream.ts'
+import { type PartBucket, writeChunks } from './r2-part-writer.ts'
+import { LogReadError } from './log-records.ts'
+import { sessionResultKey } from '../task/task-keys.ts'
 import type { Sql } from './sql.ts'
 
 /** Whether a model call may go ahead now, and where it goes. Rollout calls carry a gate lease. */
@@ -55,9 +59,9 @@ const UNDELIVERABLE = 'session result could not be handed to the task'
 const DEFAULT_LEASE_MS = 900_000 + 60_000
 const DEFAULT_PAUSED_WAIT_MS = 900_000
 
-/** The task's side of the hand-off (TaskObject RPC). */
+/** The task's side of the hand-off (TaskObject RPC): the result itself is in R2 (`StoredResult.key`). */
 export interface TaskNotifier {
-  sessionResolved(runId: string, result: SessionResult): Promise<unknown>
+  sessionStored(runId: string, stored: StoredResult): Promise<unknown>
 }
 
 /** The generation gate's side (InferenceGate RPC). */
@@ -89,6 +93,7 @@ export type SessionRolloutRpc = Rpc<
     | 'runnerLost'
     | 'cancel'
     | 'result'
+    | 'storeResult'
   >
 >
 
@@ -98,6 +103,8 @@ export interface SessionRolloutDeps {
   config(): SessionConfig | null
   createConfig(config: SessionConfig): { config: SessionConfig; created: boolean }
   log(): CompletionLog
+  /** Where the session writes its terminal result for the task (R2). */
+  blobs: PartBucket
   /** Throws when the session no longer records model calls (finalized). */
   assertOpen?(): void
   task(taskId: string): TaskNotifier
@@ -280,11 +287,22 @@ export class SessionRollout {
     return { ok: false, status: state.status, reason: `session is ${state.status}` }
   }
 
-  /** The terminal result (rebuilt from the durable log), or null while the session is active. */
+  /**
+   * The terminal result (rebuilt from the durable log) as one object, or null while the session is
+   * active: for small sessions and tests (an RPC answer may not exceed 32 MiB). The task gets it through
+   * R2 (`storeResult`).
+   */
   async result(): Promise<SessionResult | null> {
     const state = this.#lifecycle.state()
     if (!state || !TERMINAL.includes(state.status)) return null
     return (await this.#buildResult(state)).result
+  }
+
+  /** Write the terminal result to R2 for the task and say where (null while the session is active). */
+  async storeResult(): Promise<StoredResult | null> {
+    const state = this.#lifecycle.state()
+    if (!state || !TERMINAL.includes(state.status)) return null
+    return this.#storeResult(state)
   }
 
   /** Budgets, a pending POST_RUN, and delivery retries. */
@@ -364,8 +382,9 @@ export class SessionRollout {
         if (state?.status === 'BUILDING') this.#emit([this.#lifecycle.advance('EVALUATING')])
         state = this.#lifecycle.state()
         if (state?.status === 'EVALUATING') {
-          const { result } = await this.#buildResult(state)
-          const outcome = this.#lifecycle.end({ status: result.status as 'COMPLETED' | 'ERROR' | 'TIMEOUT', error: result.error })
+          // The result's status is known once the traces are planned: none is built here.
+          const head = await this.#resultHead(state)
+          const outcome = this.#lifecycle.end({ status: head.status as 'COMPLETED' | 'ERROR' | 'TIMEOUT', error: head.error })
           if (outcome.ok) this.#emit(outcome.transitions)
         }
       } finally {
@@ -392,6 +411,62 @@ export class SessionRollout {
     }
   }
 
+  async #resultHead(state: LifecycleState): Promise<{ status: SessionResult['status']; error: string | null }> {
+    if (state.error?.startsWith(UNDELIVERABLE)) return { status: 'ERROR', error: state.error }
+    const stream = await streamRunResult(this.#deps.config()?.session_id ?? 'unknown', this.#deps.log(), state, this.#lifecycle.timing())
+    await stream.chunks.return(undefined)
+    return { status: stream.status, error: stream.error }
+  }
+
+  /**
+   * Stream the terminal result to R2 (`rollout/task_<task>/ses_<session>.json`, in parts): never one
+   * object or string of it, never over RPC. Reading the log or writing R2 may fail for a moment (thrown,
+   * retried); a builder that fails midway makes the stand-in ERROR result the session's result.
+   */
+  async #storeResult(state: LifecycleState): Promise<StoredResult> {
+    const sessionId = this.#deps.config()?.session_id ?? 'unknown'
+    const key = sessionResultKey(state.spec.task_id, sessionId)
+    const write = async (
+      status: SessionResult['status'],
+      error: string | null,
+      chunks: AsyncIterable<string>,
+      summary: { reward: number | null; trace_count: number },
+    ) => {
+      const written = await writeChunks(this.#deps.blobs, key, chunks, 'application/json')
+      return {
+        session_id: sessionId,
+        status,
+        error,
+        node_id: state.runner_id,
+        reward: summary.reward,
+        trace_count: summary.trace_count,
+        key,
+        bytes: written.bytes,
+      }
+    }
+    const standIn = async (error: string) => {
+      const { result } = this.#undeliverable(this.#lifecycle.state() ?? state, error)
+      return write(
+        result.status,
+        result.error,
+        (async function* () {
+          yield JSON.stringify(result)
+        })(),
+        { reward: null, trace_count: 0 },
+      )
+    }
+    if (state.error?.startsWith(UNDELIVERABLE)) return standIn(state.error)
+    const stream = await streamRunResult(sessionId, this.#deps.log(), state, this.#lifecycle.timing(), MAX_RESULT_DEPTH)
+    try {
+      return await write(stream.status, stream.error, builderErrors(stream.chunks), stream.summary)
+    } catch (error) {
+      if (!(error instanceof BuildFailure)) throw error
+      const message = `${UNDELIVERABLE}: ${error.message}`
+      this.#markUndeliverable(message)
+      return standIn(message)
+    }
+  }
+
   /** The stand-in result of a session whose own result can never be handed off: ERROR, no traces, why. */
   #undeliverable(state: LifecycleState, error: string): { trajectory: Trajectory; result: SessionResult } {
     const sessionId = this.#deps.config()?.session_id ?? 'unknown'
@@ -414,18 +489,9 @@ export class SessionRollout {
     if (state.notify.task) {
       const task = this.#deps.task(state.spec.task_id)
       try {
-        let { result } = await this.#buildResult(state)
-        if (result.status === 'ERROR' && result.error?.startsWith(UNDELIVERABLE)) this.#markUndeliverable(result.error)
-        try {
-          await task.sessionResolved(state.spec.run_id, result)
-        } catch (error) {
-          // Serialization fails the same way on every attempt: hand off the stand-in instead, once.
-          if (!(error instanceof RangeError || (error as Error).name === 'DataCloneError')) throw error
-          const message = `${UNDELIVERABLE}: ${(error as Error).message}`
-          this.#markUndeliverable(message)
-          result = this.#undeliverable(this.#lifecycle.state() ?? state, message).result
-          await task.sessionResolved(state.spec.run_id, result)
-        }
+        // The result goes through R2 (any size); the task gets where it is and a few small fields.
+        const stored = await this.#storeResult(state)
+        await task.sessionStored(state.spec.run_id, stored)
         this.#lifecycle.notified('task')
       } catch (error) {
         logError('session result hand-off to the task failed', error)
@@ -476,5 +542,18 @@ export class SessionRollout {
       }
       this.#publishing = this.#publishing.then(() => hub.publish(event)).catch(() => {})
     }
+  }
+}
+
+/** A failure of the builder while the result was written (not of the log or of R2): the same on every attempt. */
+class BuildFailure extends Error {}
+
+/** `chunks`, with a builder's failure told apart from a failure reading the log (retried). */
+async function* builderErrors(chunks: AsyncGenerator<string>): AsyncGenerator<string> {
+  try {
+    yield* chunks
+  } catch (error) {
+    if (error instanceof LogReadError) throw error
+    throw new BuildFailure((error as Error).message)
   }
 }

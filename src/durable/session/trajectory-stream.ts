@@ -51,11 +51,16 @@ export interface StreamSummary {
   trace_count: number
 }
 
-interface Shell {
+/** A trajectory whose traces come one at a time: everything else is known before the first trace. */
+export interface Shell {
   status: Trajectory['status']
   metadata: Trajectory['metadata']
   error: string | null
-  /** Traces in output order (produced lazily for per_request). */
+  /** How many traces `traces` gives. */
+  count: number
+  /** Records after `throughSeq`, left out of the build. */
+  late: number
+  /** Traces in output order (built lazily, one at a time). */
   traces: AsyncIterable<Trace>
 }
 
@@ -76,7 +81,7 @@ export async function* trajectoryChunks(
   // synchronous (SQLite), and without it the stream's next pull would run the whole routing pass first.
   yield ' '
   await macrotask()
-  const shell = request.builder === 'per_request' ? perRequestShell(log, request, session) : await prefixMergingShell(log, request, session)
+  const shell = await trajectoryShell(log, request, session)
   if (format === 'trajectory' || format === 'session_result') {
     if (format === 'session_result') {
       yield `{"session_id":${JSON.stringify(session.session_id)},"task_id":${JSON.stringify(session.task_id ?? UNKNOWN_TASK_ID)},"status":${JSON.stringify(shell.status)},"trajectory":`
@@ -112,10 +117,32 @@ export async function* trajectoryChunks(
   summary.trace_count = index
 }
 
+/**
+ * The trajectory of the records through `throughSeq` as a `Shell`: tolerant prefix_merging and per_request
+ * read the log lazily (bounded memory), Polar-strict is built in memory. Failures reading the log are
+ * `LogReadError`s; anything else is the builder's.
+ */
+export async function trajectoryShell(
+  log: CompletionLog,
+  request: StreamRequest,
+  session: SessionInfo,
+  throughSeq = Number.POSITIVE_INFINITY,
+): Promise<Shell> {
+  return request.builder === 'per_request'
+    ? perRequestShell(log, request, session, throughSeq)
+    : prefixMergingShell(log, request, session, throughSeq)
+}
+
 /** per_request without holding the session: metadata from the headers, traces from the log one by one. */
-function perRequestShell(log: CompletionLog, request: StreamRequest, session: SessionInfo): Shell {
+function perRequestShell(log: CompletionLog, request: StreamRequest, session: SessionInfo, throughSeq: number): Shell {
   const { warnings } = checkBuilderConfig('per_request', request.config)
-  const headers = log.headers() as unknown as CompletionRecord[]
+  let all: CompletionRecord[]
+  try {
+    all = log.headers() as unknown as CompletionRecord[]
+  } catch (error) {
+    throw new LogReadError(error)
+  }
+  const headers = all.filter((header) => header.seq <= throughSeq)
   let trainable = 0
   const excluded = []
   for (const header of headers) {
@@ -134,10 +161,24 @@ function perRequestShell(log: CompletionLog, request: StreamRequest, session: Se
     status: empty ? 'ERROR' : 'COMPLETED',
     metadata,
     error: empty ? (headers.length === 0 ? 'no completions' : 'no trainable completions') : null,
+    count: trainable,
+    late: all.length - headers.length,
     traces: (async function* () {
       let step = 0
       await buildHooks.beforeRecord?.(step++)
-      for await (const record of log.stream({ withoutOriginal: true })) {
+      const records = log.stream({ withoutOriginal: true })
+      for (;;) {
+        let next: IteratorResult<CompletionRecord>
+        try {
+          next = await records.next()
+        } catch (error) {
+          throw new LogReadError(error)
+        }
+        const record = next.value as CompletionRecord | undefined
+        if (next.done || !record || record.seq > throughSeq) {
+          await records.return(undefined)
+          break
+        }
         if (exclusionReason(record) === null) yield traceFromRecord(record)
         if (buildHooks.beforeRecord) await buildHooks.beforeRecord(step)
         step++
@@ -200,11 +241,13 @@ export function* jsonChunks(value: object, memo: SliceMemo = new SliceMemo()): G
 }
 
 /** prefix_merging: tolerant over lazily read records (bounded memory); Polar-strict in memory. */
-async function prefixMergingShell(log: CompletionLog, request: StreamRequest, session: SessionInfo): Promise<Shell> {
+async function prefixMergingShell(log: CompletionLog, request: StreamRequest, session: SessionInfo, throughSeq: number): Promise<Shell> {
   const config = tolerantConfig(request)
-  if (config === null) return builtShell(log, request, session)
+  if (config === null) return builtShell(log, request, session, throughSeq)
   const source = new LogRecords(log)
-  return tolerantShell(source, await source.open(), config, session)
+  const all = await source.open()
+  const records = all.filter((record) => record.seq <= throughSeq)
+  return { ...(await tolerantShell(source, records, config, session)), late: all.length - records.length }
 }
 
 type TolerantConfig = PrefixMergingConfig & { warnings: ReturnType<typeof checkBuilderConfig>['warnings'] }
@@ -223,7 +266,7 @@ async function tolerantShell(
   records: readonly CompletionRecord[],
   { warnings, ...config }: TolerantConfig,
   session: SessionInfo,
-): Promise<Shell> {
+): Promise<Omit<Shell, 'late'>> {
   const run = startPrefixMerging(records, { config, session })
   for (const [index, record] of run.trainable.entries()) {
     // Reading the log is synchronous: give the event loop a turn now and then, so what was already
@@ -241,6 +284,7 @@ async function tolerantShell(
     status: plan.status,
     metadata: plan.metadata,
     error: plan.error,
+    count: plan.entries.length,
     traces: (async function* () {
       for (const entry of plan.entries) {
         await source.load(entry.first)
@@ -253,10 +297,8 @@ async function tolerantShell(
 }
 
 /**
- * The trajectory of the records through `throughSeq` as one object (a rollout's `SessionResult` carries
- * it), and how many records came later. Tolerant prefix_merging reads the log lazily, so only the traces
- * themselves are held; other builders read the records into memory. Failures reading the log are
- * `LogReadError`s; anything else is the builder's.
+ * The trajectory of the records through `throughSeq` as one object, and how many records came later
+ * (a small session's rollout result read over RPC; the hand-off to the task streams: `result-stream.ts`).
  */
 export async function buildTrajectory(
   log: CompletionLog,
@@ -264,34 +306,22 @@ export async function buildTrajectory(
   session: SessionInfo,
   throughSeq = Number.POSITIVE_INFINITY,
 ): Promise<{ trajectory: Trajectory; late: number }> {
-  const config = tolerantConfig(request)
-  if (config === null) {
-    let all: CompletionRecord[]
-    try {
-      all = await log.all({ withoutOriginal: true })
-    } catch (error) {
-      throw new LogReadError(error)
-    }
-    const records = all.filter((record) => record.seq <= throughSeq)
-    const trajectory = reconstructTrajectory(records, {
-      builder: request.builder,
-      ...(request.config ? { config: request.config } : {}),
-      session,
-    })
-    return { trajectory, late: all.length - records.length }
-  }
-  const source = new LogRecords(log)
-  const all = await source.open()
-  const records = all.filter((record) => record.seq <= throughSeq)
-  const shell = await tolerantShell(source, records, config, session)
+  const shell = await trajectoryShell(log, request, session, throughSeq)
   const traces: Trace[] = []
   for await (const trace of shell.traces) traces.push(trace)
-  return { trajectory: { status: shell.status, metadata: shell.metadata, traces, error: shell.error }, late: all.length - records.length }
+  return { trajectory: { status: shell.status, metadata: shell.metadata, traces, error: shell.error }, late: shell.late }
 }
 
-async function builtShell(log: CompletionLog, request: StreamRequest, session: SessionInfo): Promise<Shell> {
+async function builtShell(log: CompletionLog, request: StreamRequest, session: SessionInfo, throughSeq: number): Promise<Shell> {
   await buildHooks.beforeRecord?.(0)
-  const trajectory = reconstructTrajectory(await log.all({ withoutOriginal: true }), {
+  let all: CompletionRecord[]
+  try {
+    all = await log.all({ withoutOriginal: true })
+  } catch (error) {
+    throw new LogReadError(error)
+  }
+  const records = all.filter((record) => record.seq <= throughSeq)
+  const trajectory = reconstructTrajectory(records, {
     builder: request.builder,
     ...(request.config ? { config: request.config } : {}),
     session,
@@ -300,6 +330,8 @@ async function builtShell(log: CompletionLog, request: StreamRequest, session: S
     status: trajectory.status,
     metadata: trajectory.metadata,
     error: trajectory.error,
+    count: trajectory.traces.length,
+    late: all.length - records.length,
     traces: (async function* () {
       // Hand each trace out once and drop it from the trajectory, so written traces can be collected.
       const traces = trajectory.traces

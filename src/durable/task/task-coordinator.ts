@@ -18,13 +18,15 @@ import {
   type TaskStatus,
 } from '../../contract/rollout.ts'
 import type { SessionResult, TaskStatusValue } from '../../contract/trajectory.ts'
-import { taskStatusOf, toSessionResult, toTaskResult } from '../../reconstruct/index.ts'
+import { taskStatusOf, toSessionResult } from '../../reconstruct/index.ts'
 import type { DispatchTicket } from '../runner/dispatch-types.ts'
 import type { SessionConfig } from '../session/record.ts'
 import type { LifecycleOutcome, LifecycleSpec, LifecycleState } from '../session/session-lifecycle.ts'
 import { afterAttempt, attemptCallback, type CallbackPolicy, callbackFailureLine, newCallbackStatus } from './callback-delivery.ts'
 import { runResultKey, sessionResultKey, taskResultKey } from './task-keys.ts'
 import type { TaskRun, TaskStore } from './task-store.ts'
+import { type PartBucket, writeChunks } from '../session/r2-part-writer.ts'
+import type { StoredResult } from '../session/result-stream.ts'
 
 /** Safety net: how often unresolved sessions are polled (Polar polls every 1–5 s; results normally arrive by hand-off). */
 export const TASK_POLL_INTERVAL_MS = 30_000
@@ -44,7 +46,8 @@ export interface SessionPort {
   register(config: SessionConfig, spec: LifecycleSpec): Promise<{ created: boolean; status: string }>
   cancel(reason?: string): Promise<LifecycleOutcome>
   lifecycle(): Promise<LifecycleState | null>
-  result(): Promise<SessionResult | null>
+  /** The session writes its terminal result to R2 and says where (null while it is active). */
+  storeResult(): Promise<StoredResult | null>
 }
 
 export interface HubPort {
@@ -53,9 +56,9 @@ export interface HubPort {
   taskState(taskId: string, status: TaskStatusValue): Promise<unknown>
 }
 
-export interface BlobPort {
-  put(key: string, value: string, options?: { httpMetadata?: { contentType?: string } }): Promise<unknown>
-  get(key: string): Promise<{ text(): Promise<string> } | null>
+export interface BlobPort extends PartBucket {
+  put(key: string, value: string | Uint8Array, options?: { httpMetadata?: { contentType?: string } }): Promise<unknown>
+  get(key: string): Promise<{ text(): Promise<string>; body: ReadableStream<Uint8Array> } | null>
 }
 
 export interface TaskDeps {
@@ -92,6 +95,8 @@ async function eachLimited<T>(items: readonly T[], limit: number, work: (item: T
 export class TaskCoordinator {
   readonly #deps: TaskDeps
   #publishing: Promise<unknown> = Promise.resolve()
+  /** The run's completion while it writes the TaskResult (hand-offs that arrive meanwhile wait for it). */
+  #completing: Promise<void> = Promise.resolve()
 
   constructor(deps: TaskDeps) {
     this.#deps = deps
@@ -164,30 +169,58 @@ export class TaskCoordinator {
     return out
   }
 
-  /** A session's terminal result (hand-off from its SessionObject, or found by polling). Idempotent. */
+  /** A terminal result made here (a session that never registered, or whose own result is unreachable). Idempotent. */
   async sessionResolved(runId: string, result: SessionResult): Promise<{ accepted: boolean }> {
+    const run = this.#deps.store.run()
+    if (!run || run.run_id !== runId || !this.#deps.store.has(result.session_id)) return { accepted: false }
+    if (this.#deps.store.isResolved(result.session_id)) return { accepted: true }
+    const key = sessionResultKey(run.task_id, result.session_id)
+    const text = JSON.stringify(result)
+    await this.#deps.blobs.put(key, text, { httpMetadata: { contentType: 'application/json' } })
+    return this.sessionStored(runId, {
+      session_id: result.session_id,
+      status: result.status,
+      error: result.error,
+      node_id: result.node_id,
+      reward: sessionReward(result),
+      trace_count: result.trajectory.traces.length,
+      key,
+      bytes: text.length,
+    })
+  }
+
+  /**
+   * A session's terminal result, which the session wrote to R2 at `stored.key` (hand-off from its
+   * SessionObject, or found by polling): the task keeps the key and the small fields. Idempotent.
+   */
+  async sessionStored(runId: string, stored: StoredResult): Promise<{ accepted: boolean }> {
     const { store } = this.#deps
     const run = store.run()
-    if (!run || run.run_id !== runId || !store.has(result.session_id)) return { accepted: false }
-    if (store.isResolved(result.session_id)) return { accepted: true }
-    const key = sessionResultKey(run.task_id, result.session_id)
-    await this.#deps.blobs.put(key, JSON.stringify(result), { httpMetadata: { contentType: 'application/json' } })
+    if (!run || run.run_id !== runId || !store.has(stored.session_id)) return { accepted: false }
+    if (store.isResolved(stored.session_id)) {
+      // Resolved by another hand-off whose completion of the run may still be writing: answer after it.
+      await this.#completing.catch(() => {})
+      return { accepted: true }
+    }
+    // Only where this task's results live (a session writes there; nothing else is read back as a result).
+    const key = sessionResultKey(run.task_id, stored.session_id)
+    if (stored.key !== key) return { accepted: false }
     store.markResolved(
-      result.session_id,
-      result.status,
-      result.status === 'COMPLETED',
-      result.node_id,
+      stored.session_id,
+      stored.status,
+      stored.status === 'COMPLETED',
+      stored.node_id,
       key,
       this.#deps.now(),
-      sessionReward(result),
+      stored.reward,
     )
     const counts = store.counts()
     this.#event({
       type: 'task.session_resolved',
       task_id: run.task_id,
       run_id: runId,
-      session_id: result.session_id,
-      status: result.status,
+      session_id: stored.session_id,
+      status: stored.status,
       completed_sessions: counts.resolved,
       total_sessions: counts.total,
       at: new Date(this.#deps.now()).toISOString(),
@@ -318,8 +351,8 @@ export class TaskCoordinator {
       if (!state) continue
       store.noteStatus(sessionId, state.status, state.runner_id, this.#deps.now())
       if (state.status === 'COMPLETED' || state.status === 'ERROR' || state.status === 'TIMEOUT') {
-        const result = await session.result().catch(() => null)
-        if (result) await this.sessionResolved(run.run_id, result)
+        const stored = await session.storeResult().catch(() => null)
+        if (stored) await this.sessionStored(run.run_id, stored)
       }
     }
   }
@@ -337,12 +370,12 @@ export class TaskCoordinator {
       if (outcome.ok) {
         // Take its result now when the session has it (the hand-off would bring it later), so the cancel answers
         // with the task's state after cancelling rather than "running".
-        const result = await this.#deps
+        const stored = await this.#deps
           .session(sessionId)
-          .result()
+          .storeResult()
           .catch(() => null)
         const run = this.#deps.store.run()
-        if (result && run) await this.sessionResolved(run.run_id, result).catch(() => null)
+        if (stored && run) await this.sessionStored(run.run_id, stored).catch(() => null)
         return
       }
       // Never registered (cancelled before dispatch): nothing will report back, so resolve it here.
@@ -353,11 +386,11 @@ export class TaskCoordinator {
       // Already ended but its hand-off has not arrived: fetch the result, or end it here so the cancel ends the task.
       if (outcome.status === 'COMPLETED' || outcome.status === 'ERROR' || outcome.status === 'TIMEOUT') {
         const run = this.#deps.store.run()
-        const result = await this.#deps
+        const stored = await this.#deps
           .session(sessionId)
-          .result()
+          .storeResult()
           .catch(() => null)
-        const accepted = result && run ? await this.sessionResolved(run.run_id, result).catch(() => null) : null
+        const accepted = stored && run ? await this.sessionStored(run.run_id, stored).catch(() => null) : null
         if (!accepted?.accepted) await this.#resolveLocally(sessionId, `${reason}; the session's result could not be retrieved`)
       }
     })
@@ -393,14 +426,22 @@ export class TaskCoordinator {
       return
     }
     if (counts.resolved < counts.total) return
-    const results = await this.results()
-    const status: TaskStatusValue = run.cancelled ? 'failed' : taskStatusOf(results)
+    this.#completing = this.#complete(run)
+    await this.#completing
+  }
+
+  /** Every session resolved: write the TaskResult (streamed from the sessions' R2 objects) and end the run. */
+  async #complete(run: TaskRun): Promise<void> {
+    const { store } = this.#deps
+    const counts = store.counts()
+    const status: TaskStatusValue = run.cancelled ? 'failed' : taskStatusOf(store.sessions())
     const key = taskResultKey(run.task_id)
     const runKey = runResultKey(run.task_id, run.run_id)
-    const taskResult = JSON.stringify(toTaskResult(run.task_id, results, { result_paths: store.resultKeys(), status }))
-    const options = { httpMetadata: { contentType: 'application/json' } }
-    await this.#deps.blobs.put(runKey, taskResult, options)
-    await this.#deps.blobs.put(key, taskResult, options)
+    // Streamed from the sessions' R2 objects into parts: the task never holds a result.
+    const paths = store.resultKeys()
+    for (const target of [runKey, key]) {
+      await writeChunks(this.#deps.blobs, target, taskResultChunks(this.#deps.blobs, run.task_id, status, paths), 'application/json')
+    }
     const now = this.#deps.now()
     const latest = store.run() ?? run
     if (latest.request.callback_url) {
@@ -492,4 +533,29 @@ export class TaskCoordinator {
 export function sessionReward(result: Pick<SessionResult, 'trajectory'>): number | null {
   const rewards = result.trajectory.traces.map((trace) => trace.reward).filter((reward): reward is number => reward !== null)
   return rewards.length ? rewards.reduce((sum, reward) => sum + reward, 0) / rewards.length : null
+}
+
+/**
+ * A `TaskResult` (`{task_id, status, results, result_paths}`) as chunks: each result is its session's R2
+ * object, copied byte for byte (a missing one is an error: the write is retried).
+ */
+export async function* taskResultChunks(
+  blobs: Pick<BlobPort, 'get'>,
+  taskId: string,
+  status: TaskStatusValue,
+  paths: readonly string[],
+): AsyncGenerator<string | Uint8Array> {
+  yield `{"task_id":${JSON.stringify(taskId)},"status":${JSON.stringify(status)},"results":[`
+  for (const [index, path] of paths.entries()) {
+    const object = await blobs.get(path)
+    if (!object) throw new Error(`session result ${path} is missing from R2`)
+    if (index > 0) yield ','
+    const reader = object.body.getReader()
+    for (;;) {
+      const chunk = await reader.read()
+      if (chunk.done) break
+      yield chunk.value
+    }
+  }
+  yield `],"result_paths":${JSON.stringify(paths)}}`
 }

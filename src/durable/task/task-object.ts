@@ -13,12 +13,14 @@ import { Sql } from '../session/sql.ts'
 import { DEFAULT_CALLBACK_BASE_DELAY_MS, DEFAULT_CALLBACK_MAX_ATTEMPTS } from './callback-delivery.ts'
 import { type HubPort, type SessionPort, type SubmitContext, type SubmitOutcome, TaskCoordinator } from './task-coordinator.ts'
 import { TaskStore } from './task-store.ts'
+import type { StoredResult } from '../session/result-stream.ts'
 
 /** What callers see through the stub. */
 export interface TaskRpc {
   submit(taskId: string, request: TaskRequest, context: SubmitContext): Promise<SubmitOutcome>
   status(includeResults?: boolean): Promise<TaskStatus | null>
   sessionResolved(runId: string, result: SessionResult): Promise<{ accepted: boolean }>
+  sessionStored(runId: string, stored: StoredResult): Promise<{ accepted: boolean }>
   cancel(reason?: string): Promise<{ status: TaskStatusValue; cancelled: boolean } | null>
 }
 
@@ -61,12 +63,17 @@ export class TaskObject extends DurableObject<Env> implements TaskRpc {
     return this.#coordinator.submit(taskId, request, context)
   }
 
+  /** `includeResults` reads every result into the answer: small tasks only (the route streams them from R2). */
   async status(includeResults = true): Promise<TaskStatus | null> {
     return this.#coordinator.status(includeResults ? await this.#coordinator.results() : [])
   }
 
   sessionResolved(runId: string, result: SessionResult): Promise<{ accepted: boolean }> {
     return this.#coordinator.sessionResolved(runId, result)
+  }
+
+  sessionStored(runId: string, stored: StoredResult): Promise<{ accepted: boolean }> {
+    return this.#coordinator.sessionStored(runId, stored)
   }
 
   async cancel(reason = 'task cancelled'): Promise<{ status: TaskStatusValue; cancelled: boolean } | null> {

@@ -72,7 +72,7 @@ export function toSessionResult(trajectory: Trajectory, options: SessionResultOp
  * `ERROR`/`TIMEOUT` (or there are none), else `completed`. (Polar only documents the vocabulary;
  * this mapping is Rollgate's.)
  */
-export function taskStatusOf(results: readonly SessionResult[]): TaskStatusValue {
+export function taskStatusOf(results: readonly Pick<SessionResult, 'status'>[]): TaskStatusValue {
   if (results.some((result) => !TERMINAL_SESSION_STATUSES.includes(result.status))) return 'running'
   if (results.every((result) => result.status !== 'COMPLETED')) return 'failed'
   return 'completed'

@@ -22,6 +22,7 @@ import { type TaskRequest, taskRequestSchema } from '../../contract/rollout.ts'
 import { TERMINAL_SESSION_STATUSES } from '../../contract/trajectory.ts'
 import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { edgeConfig } from '../config.ts'
+import { rangedObjectBody, STREAM_HEADERS } from '../stored-stream.ts'
 import { GatewayError } from '../errors.ts'
 import { evaluatorWarnings } from '../pipeline/evaluator-warnings.ts'
 import { runnerWarnings, waitingSessionWarnings } from '../pipeline/runner-warnings.ts'
@@ -64,12 +65,21 @@ for (const path of ['/rollout/task/submit', '/v1/tasks']) {
 for (const path of ['/rollout/task/:id', '/v1/tasks/:id']) {
   rollout.get(path, requireAdmin, async (c) => {
     const taskId = c.req.param('id') ?? ''
-    const status = await taskStub(c.env, taskId).status(c.req.query('results') !== 'false')
+    const status = await taskStub(c.env, taskId).status(false)
     if (!status) throw new GatewayError(404, 'not_found', `task ${taskId} not found`)
     // The hub is asked only while the task has sessions a runner must still run.
     const unfinished = status.sessions.filter((session) => !TERMINAL_SESSION_STATUSES.includes(session.status)).length
     const runners = unfinished > 0 ? (await hubStub(c.env).status()).nodes.nodes : []
-    return c.json({ ...status, warnings: waitingSessionWarnings(Boolean(c.env.ROLLGATE_RUNNER_TOKEN), runners, unfinished) })
+    const answer = { ...status, warnings: waitingSessionWarnings(Boolean(c.env.ROLLGATE_RUNNER_TOKEN), runners, unfinished) }
+    if (c.req.query('results') === 'false') return c.json(answer)
+    // The results are the sessions' R2 objects, streamed as they are (each may be tens of MB), in their
+    // place in Polar's TaskStatus key order.
+    const marker = JSON.stringify(`rollgate-results-${crypto.randomUUID()}`)
+    const [before, after] = JSON.stringify({ ...answer, results: marker.slice(1, -1) }).split(marker) as [string, string]
+    return c.body(resultsStream(c.env.BLOBS, status.result_paths, before, after), 200, {
+      'content-type': 'application/json',
+      ...STREAM_HEADERS,
+    })
   })
 }
 
@@ -136,3 +146,31 @@ rollout.get('/v1/events', requireAdmin, async (c) => {
   const target = new URL(`https://runner-hub/events${url.search}`)
   return hubStub(c.env).fetch(new Request(target, { headers: c.req.raw.headers, signal: c.req.raw.signal }))
 })
+
+/** `before` + `[<each stored result>]` + `after`: the task status with its results streamed in place. */
+function resultsStream(blobs: R2Bucket, paths: readonly string[], before: string, after: string): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder()
+  const parts = (async function* () {
+    yield encoder.encode(`${before}[`)
+    let first = true
+    for (const path of paths) {
+      const body = await rangedObjectBody(blobs, path)
+      // A result that is not there (yet) is left out, as it always was.
+      if (!body) continue
+      if (!first) yield encoder.encode(',')
+      first = false
+      yield* body
+    }
+    yield encoder.encode(`]${after}`)
+  })()
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const next = await parts.next()
+      if (next.done) controller.close()
+      else controller.enqueue(next.value)
+    },
+    async cancel() {
+      await parts.return(undefined)
+    },
+  })
+}
