@@ -51,7 +51,8 @@ export function backoffDelayMs(attempt: number, baseDelayMs: number): number {
 export async function attemptCallback(
   fetcher: typeof fetch,
   status: CallbackStatus,
-  body: string,
+  /** The TaskResult: text, or streamed from R2 (a result of many long sessions is never held). */
+  body: string | ReadableStream<Uint8Array>,
   extraHeaders: Record<string, string>,
 ): Promise<AttemptOutcome> {
   try {

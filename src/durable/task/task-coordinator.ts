@@ -484,7 +484,7 @@ export class TaskCoordinator {
       if (callback.next_attempt_at !== null && callback.next_attempt_at > dueBy) continue
       const object = await this.#deps.blobs.get(bodyKey)
       if (!object) continue
-      const outcome = await attemptCallback(this.#deps.fetch, callback, await object.text(), {
+      const outcome = await attemptCallback(this.#deps.fetch, callback, object.body, {
         'x-rollgate-task-id': run.task_id,
         'x-rollgate-run-id': runId,
       })
