@@ -11,7 +11,7 @@
  */
 import WebSocket from 'ws'
 import { type EdgeMessage, edgeMessageSchema, RUNNER_SECRET_HEADER, type RunnerMessageInput } from '../../src/contract/runner-protocol.ts'
-import { decodeEdgeFrame, type EdgeBodyFrame, encodeTunnelFrame, type RunnerBodyFrame } from '../../src/contract/tunnel-frames.ts'
+import { decodeEdgeFrame, type EdgeBodyFrame, type RunnerBodyFrame, tunnelFrameParts } from '../../src/contract/tunnel-frames.ts'
 import { backoffDelay } from './backoff.ts'
 import type { SecretStore } from './secret-store.ts'
 
@@ -31,6 +31,22 @@ export function unmaskedOk(url: string): boolean {
 
 export function zeroMask(mask: Uint8Array): void {
   mask.fill(0)
+}
+
+/**
+ * Send a body-carrying tunnel frame as one binary WebSocket message in two fragments, the header and then the
+ * body as it is: no joined copy of the body (the copy and its garbage were a fifth of the runner's CPU per
+ * 54 KB call). Both fragments are written in the same tick, so no other message comes between them; the
+ * receiver sees one message, as the protocol says.
+ */
+export function sendTunnelFrame(ws: WebSocket, frame: RunnerBodyFrame): void {
+  const [head, body] = tunnelFrameParts(frame)
+  if (body.byteLength === 0) {
+    ws.send(head, { binary: true })
+    return
+  }
+  ws.send(head, { binary: true, fin: false })
+  ws.send(body, { binary: true, fin: true })
 }
 
 /** Bytes queued in the socket above which senders wait (tunnel responses). */
@@ -100,7 +116,8 @@ export class EdgeConnection {
       const binary =
         (message.type === 'tunnel.head' && message.body instanceof Uint8Array) ||
         (message.type === 'tunnel.chunk' && message.data instanceof Uint8Array)
-      ws.send(binary ? encodeTunnelFrame(message as RunnerBodyFrame) : JSON.stringify(message))
+      if (binary) sendTunnelFrame(ws, message as RunnerBodyFrame)
+      else ws.send(JSON.stringify(message))
       this.stats.framesOut++
       return true
     } catch {

@@ -45,8 +45,12 @@ export function payloadText(payload: Payload): string {
   return typeof payload === 'string' ? payload : decoder.decode(payload)
 }
 
-/** One binary WebSocket message for a body-carrying frame (its payload copied once, behind the header). */
-export function encodeTunnelFrame(frame: EdgeBodyFrame | RunnerBodyFrame): Uint8Array {
+/**
+ * A body-carrying frame as its two parts: the header with the metadata, and the body's bytes (not copied).
+ * Concatenated they are the binary message (`encodeTunnelFrame`); a sender that can write one WebSocket
+ * message in fragments sends them as they are, without copying the body.
+ */
+export function tunnelFrameParts(frame: EdgeBodyFrame | RunnerBodyFrame): [Uint8Array, Uint8Array] {
   let meta: Record<string, unknown>
   let payload: Payload
   if (frame.type === 'tunnel.request' || frame.type === 'tunnel.head') {
@@ -59,12 +63,19 @@ export function encodeTunnelFrame(frame: EdgeBodyFrame | RunnerBodyFrame): Uint8
     payload = data
   }
   const metaBytes = encoder.encode(JSON.stringify(meta))
-  const body = payloadBytes(payload)
-  const out = new Uint8Array(HEADER_BYTES + metaBytes.length + body.length)
-  out[0] = FRAME_FORMAT
-  new DataView(out.buffer).setUint32(1, metaBytes.length)
-  out.set(metaBytes, HEADER_BYTES)
-  out.set(body, HEADER_BYTES + metaBytes.length)
+  const head = new Uint8Array(HEADER_BYTES + metaBytes.length)
+  head[0] = FRAME_FORMAT
+  new DataView(head.buffer).setUint32(1, metaBytes.length)
+  head.set(metaBytes, HEADER_BYTES)
+  return [head, payloadBytes(payload)]
+}
+
+/** One binary WebSocket message for a body-carrying frame (its payload copied once, behind the header). */
+export function encodeTunnelFrame(frame: EdgeBodyFrame | RunnerBodyFrame): Uint8Array {
+  const [head, body] = tunnelFrameParts(frame)
+  const out = new Uint8Array(head.length + body.length)
+  out.set(head, 0)
+  out.set(body, head.length)
   return out
 }
 

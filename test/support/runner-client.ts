@@ -12,7 +12,7 @@
  * `TunnelClient` instead.
  */
 import WebSocket from 'ws'
-import { unmaskedOk, zeroMask } from '../../runner/connection/edge-connection.ts'
+import { sendTunnelFrame, unmaskedOk, zeroMask } from '../../runner/connection/edge-connection.ts'
 import { negotiatedFeatures, TUNNEL_CLIENT_CAPABILITIES, TunnelClient, type TunnelFeatures } from '../../runner/connection/tunnel-client.ts'
 import type { StageMetrics } from '../../src/contract/rollout.ts'
 import {
@@ -25,7 +25,7 @@ import {
   type SessionAssignment,
   TUNNEL_CHUNK_CHARS,
 } from '../../src/contract/runner-protocol.ts'
-import { decodeEdgeFrame, encodeTunnelFrame, type RunnerBodyFrame } from '../../src/contract/tunnel-frames.ts'
+import { decodeEdgeFrame, type RunnerBodyFrame } from '../../src/contract/tunnel-frames.ts'
 
 const WAIT_MS = 10_000
 const RECONNECT_MIN_MS = 100
@@ -103,7 +103,8 @@ export class RunnerClient {
     const binary =
       (message.type === 'tunnel.head' && message.body instanceof Uint8Array) ||
       (message.type === 'tunnel.chunk' && message.data instanceof Uint8Array)
-    ws.send(binary ? encodeTunnelFrame(message as RunnerBodyFrame) : JSON.stringify(message))
+    if (binary) sendTunnelFrame(ws, message as RunnerBodyFrame)
+    else ws.send(JSON.stringify(message))
     return true
   }
 

@@ -9,10 +9,11 @@ import { createServer, type Server, type Socket, connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
-import { WebSocketServer } from 'ws'
-import { EdgeConnection } from '../../../runner/connection/edge-connection.ts'
+import WebSocket, { WebSocketServer } from 'ws'
+import { EdgeConnection, sendTunnelFrame } from '../../../runner/connection/edge-connection.ts'
 import { SecretStore } from '../../../runner/connection/secret-store.ts'
 import { RUNNER_SECRET_HEADER, type RunnerMessageInput } from '../../../src/contract/runner-protocol.ts'
+import { decodeRunnerFrame } from '../../../src/contract/tunnel-frames.ts'
 
 const cleanups: (() => Promise<void> | void)[] = []
 afterEach(async () => {
@@ -205,5 +206,26 @@ describe('edge connection', () => {
       await until(() => registeredCount() === round, `registration ${round}`)
     }
     expect(conn.registered).toBe(true)
+  })
+
+  it('a binary tunnel frame goes out in two fragments the receiver gets as one message, body intact', async () => {
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' })
+    await new Promise<void>((resolve) => wss.once('listening', () => resolve()))
+    cleanups.push(() => new Promise<void>((resolve) => wss.close(() => resolve())))
+    const received: { data: Buffer; binary: boolean }[] = []
+    wss.on('connection', (socket) => socket.on('message', (data, binary) => received.push({ data: data as Buffer, binary })))
+    const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as { port: number }).port}`)
+    await new Promise<void>((resolve) => client.once('open', () => resolve()))
+    cleanups.push(() => client.terminate())
+    const body = new Uint8Array(70_000).map((_, i) => i % 251)
+    sendTunnelFrame(client, { type: 'tunnel.head', request_id: 'a', status: 200, headers: { x: 'y' }, body, more: true })
+    sendTunnelFrame(client, { type: 'tunnel.chunk', request_id: 'a', data: new Uint8Array(0), more: false })
+    const deadline = Date.now() + 5_000
+    while (received.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
+    expect(received.map((message) => message.binary)).toEqual([true, true])
+    const head = decodeRunnerFrame(new Uint8Array(received[0]?.data as Buffer))
+    expect(head).toMatchObject({ type: 'tunnel.head', request_id: 'a', status: 200, headers: { x: 'y' }, more: true })
+    expect(head.type === 'tunnel.head' && Buffer.from(head.body as Uint8Array).equals(Buffer.from(body))).toBe(true)
+    expect(decodeRunnerFrame(new Uint8Array(received[1]?.data as Buffer))).toMatchObject({ type: 'tunnel.chunk', more: false })
   })
 })
