@@ -68,6 +68,15 @@ function percentile(values: number[], p: number): number {
 }
 
 /**
+ * The paths in a different order each time (`i`-th rotation): work one path leaves behind (garbage,
+ * timers, hibernation) must not always be charged to the same next path.
+ */
+function rotated<T>(items: T[], i: number): T[] {
+  const shift = i % items.length
+  return [...items.slice(shift), ...items.slice(0, shift)]
+}
+
+/**
  * Concurrency 1 in pairs: every iteration sends one request down each path in turn (each path its own
  * keep-alive connection), so slow drifts of a shared machine hit all paths alike.
  */
@@ -79,8 +88,9 @@ async function pairedLoad(
   const latencies: Record<string, number[]> = Object.fromEntries(Object.keys(targets).map((name) => [name, []]))
   let errors = 0
   const deadline = performance.now() + options.maxMs
+  const entries = Object.entries(targets)
   for (let i = 0; i < options.count && performance.now() < deadline; i++) {
-    for (const [name, target] of Object.entries(targets)) {
+    for (const [name, target] of rotated(entries, i)) {
       const t0 = performance.now()
       const status = await once(agents[name] as Agent, target).catch(() => 0)
       if (status !== 200) errors++
@@ -194,7 +204,7 @@ try {
       cpu[name] = { workerd: 0, node: 0, runner: 0, requests: 0 }
     }
     for (let r = 0; r < rounds; r++) {
-      for (const [name, target] of Object.entries(targets)) {
+      for (const [name, target] of rotated(Object.entries(targets), r)) {
         const w0 = cpuMs(workerd)
         const r0 = cpuMs(runnerPids)
         const n0 = process.cpuUsage()
