@@ -19,6 +19,7 @@ let engine: EngineHandle
 let edge: MiniflareEdge
 let persistTo = ''
 let token = ''
+let sessionId = ''
 
 beforeAll(async () => {
   engine = await startEngine({ port: 0, seed: 1, latencyMs: ENGINE_LATENCY_MS })
@@ -29,7 +30,7 @@ beforeAll(async () => {
     vars: { ROLLGATE_ADMIN_TOKEN: 'fb-admin', ROLLGATE_SIGNING_KEY: 'k', ROLLGATE_UPSTREAM_URL: engine.url },
   })
   const res = await fetch(`${edge.url}/v1/sessions`, { method: 'POST', headers: ADMIN, body: '{}' })
-  token = ((await res.json()) as { token: string }).token
+  ;({ token, session_id: sessionId } = (await res.json()) as { token: string; session_id: string })
   // Warm: the isolate, the session object and its cached config (authentication's first read).
   const warm = await fetch(`${edge.url}/v1/models`, { headers: { authorization: `Bearer ${token}` } })
   expect(warm.status).toBe(200)
@@ -100,6 +101,23 @@ describe('first byte of a streaming answer', () => {
       expect(totalMs).toBeGreaterThanOrEqual(ENGINE_LATENCY_MS)
       expect(firstByteMs).toBeLessThan(ENGINE_LATENCY_MS / 3)
       expect(rest.length).toBeGreaterThan(0)
+    }, 60_000)
+  }
+})
+
+/**
+ * A trajectory or export answer is not compressed on its way out: Miniflare's entry Worker gzips JSON as
+ * Cloudflare does, and the gzip encoder held the leading bytes until the build had produced a block.
+ */
+describe('first byte of a trajectory answer', () => {
+  for (const query of ['builder=prefix_merging', 'builder=per_request&format=sft']) {
+    it(`${query}: sent as is (no gzip in front of it), the leading space first`, async () => {
+      const res = await fetch(`${edge.url}/v1/sessions/${sessionId}/trajectory?${query}`, { headers: ADMIN })
+      expect(res.status).toBe(200)
+      expect(res.headers.get('content-encoding')).toBe('identity')
+      const text = await res.text()
+      expect(text.startsWith(' ')).toBe(true)
+      expect(text.trim().length).toBeGreaterThan(0)
     }, 60_000)
   }
 })
