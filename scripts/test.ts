@@ -2,11 +2,15 @@
  * @module
  * `npm test`: run every vitest project and close with the plain `N passed, N failed` line CI reads.
  * Extra arguments go to vitest (`npm test -- --project unit`).
+ *
+ * The tests run with their own temp dir (`TMPDIR`, inherited by every process they start): whatever is left in
+ * it when they end — a test or a process it started that did not clean up — is named, removed, and counted as
+ * one failed check, so `npm test` never leaves anything in the system temp dir and a leak cannot come back.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { join } from 'node:path'
 
 interface VitestJson {
   numPassedTests: number
@@ -16,11 +20,32 @@ interface VitestJson {
   numFailedTestSuites: number
 }
 
-const outputFile = join(mkdtempSync(join(tmpdir(), 'rollgate-test-')), 'results.json')
+/** Caches a tool keeps in the temp dir on purpose, one per tool and not one per run: not leaks. */
+const SHARED_CACHES = new Set([
+  // wrangler's "is there a newer version" cache (the `update-check` package).
+  'update-check',
+  // Node's compile cache of a process that calls `module.enableCompileCache()` (kept under the temp dir).
+  'node-compile-cache',
+])
+
+const scratch = mkdtempSync(join(tmpdir(), 'rollgate-test-'))
+const outputFile = join(scratch, 'results.json')
+// A short name: unix socket paths under it (the runner's edge relay) must stay within 107 bytes.
+const testTmp = mkdtempSync(join(tmpdir(), 'rgt-'))
 const result = spawnSync(
   'vitest',
   ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${outputFile}`, ...process.argv.slice(2)],
-  { stdio: 'inherit', env: { ...process.env, WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false' } },
+  {
+    stdio: 'inherit',
+    env: {
+      ...process.env,
+      TMPDIR: testTmp,
+      TMP: testTmp,
+      TEMP: testTmp,
+      WRANGLER_SEND_METRICS: 'false',
+      CLOUDFLARE_CF_FETCH_ENABLED: 'false',
+    },
+  },
 )
 
 let summary: VitestJson | null = null
@@ -28,14 +53,22 @@ try {
   summary = JSON.parse(readFileSync(outputFile, 'utf8')) as VitestJson
 } catch {
   summary = null
-} finally {
-  rmSync(dirname(outputFile), { recursive: true, force: true })
+}
+const leftovers = readdirSync(testTmp).filter((name) => !SHARED_CACHES.has(name))
+rmSync(scratch, { recursive: true, force: true })
+rmSync(testTmp, { recursive: true, force: true })
+if (leftovers.length > 0) {
+  const shown = leftovers.slice(0, 20).join(', ')
+  console.log(`the tests left ${leftovers.length} entries in their temp dir (removed now): ${shown}${leftovers.length > 20 ? ', …' : ''}`)
 }
 if (!summary) {
   console.log('0 passed, 1 failed')
   process.exit(result.status || 1)
 }
-const failed = summary.numFailedTests + (summary.numFailedTestSuites > 0 && summary.numFailedTests === 0 ? summary.numFailedTestSuites : 0)
+const failed =
+  summary.numFailedTests +
+  (summary.numFailedTestSuites > 0 && summary.numFailedTests === 0 ? summary.numFailedTestSuites : 0) +
+  (leftovers.length > 0 ? 1 : 0)
 const skipped = summary.numPendingTests + summary.numTodoTests
 console.log(`${summary.numPassedTests} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`)
 process.exit(failed > 0 || result.status !== 0 ? 1 : 0)

@@ -30,9 +30,23 @@ export function forwardedEdgeUrl(edgeUrl: string, port: number): string {
   return `http://127.0.0.1:${port}${new URL(edgeUrl).pathname.replace(/\/+$/, '')}`
 }
 
+/**
+ * The longest unix socket path Linux takes (`sun_path` holds 108 bytes with the closing NUL). libuv binds a
+ * longer path truncated, without an error: the socket then lies at another path than the one the sandbox
+ * mounts, and the session fails far from the cause.
+ */
+export const MAX_SOCKET_PATH_BYTES = 107
+
 export async function startEdgeRelay(socketPath: string, edgeUrl: string, options: EdgeRelayOptions = {}): Promise<EdgeRelay> {
   const url = new URL(edgeUrl)
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`edge URL must be http(s): ${edgeUrl}`)
+  const bytes = Buffer.byteLength(socketPath)
+  if (bytes > MAX_SOCKET_PATH_BYTES) {
+    throw new Error(
+      `edge relay socket path is ${bytes} bytes, more than a unix socket takes (${MAX_SOCKET_PATH_BYTES}): ${socketPath}; ` +
+        'use a shorter state or work dir (or TMPDIR)',
+    )
+  }
   await rm(socketPath, { force: true })
   const sockets = new Set<Socket>()
   const server: Server | HttpServer = url.protocol === 'http:' ? tcpRelay(url, sockets) : httpsRelay(url, sockets, options.ca)
