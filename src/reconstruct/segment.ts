@@ -110,6 +110,7 @@ export function tipResponseStart(segment: Segment): number {
 function pieceAt(pieces: readonly Piece[], offset: number): number {
   let low = 0
   let high = pieces.length - 1
+  // Stryker disable next-line ConditionalExpression: speed only — an earlier piece makes streamSlice walk forward to the right one
   while (low < high) {
     const mid = (low + high + 1) >> 1
     if ((pieces[mid] as Piece).offset <= offset) low = mid
@@ -352,9 +353,11 @@ export function finalizeSegment(segment: Segment, chainSegmentIndex: number): Tr
   const last = tip(segment).record
   const turns = segment.turns.map(turnMetadata)
   const length = segment.responseLength
+  // Stryker disable ArrayDeclaration: allocated at the final size for speed; every slot is written below
   const responseIds = new Array<number>(length)
   const lossMask = new Array<number>(length)
   const logprobs = new Array<number>(length)
+  // Stryker restore ArrayDeclaration
   let trainableTokens = 0
   for (const piece of segment.pieces) {
     const pieceLength = piece.tokens.length
