@@ -109,10 +109,13 @@ function tailSplit(samples: Sample[]) {
     return Object.fromEntries(Object.entries(sums).map(([key, value]) => [key, r3(value / Math.max(1, slice.length))]))
   }
   const n = sorted.length
+  const slowest = sorted.slice(Math.floor(n * 0.99))
   return {
     calls: n,
     median_band: split(sorted.slice(Math.floor(n * 0.45), Math.ceil(n * 0.55))),
-    slowest_1pct: split(sorted.slice(Math.floor(n * 0.99))),
+    slowest_1pct: split(slowest),
+    /** Each slow call's place in its run of calls (0: the run's first call, after the other targets' runs). */
+    slowest_positions: slowest.map((sample) => sample.position ?? -1),
   }
 }
 const r2 = (n: number) => Math.round(n * 100) / 100
@@ -164,7 +167,10 @@ try {
     }
   const phase = async (name: TargetName, body: Buffer, concurrency: number, count: number, samples?: Sample[]): Promise<Phase> => {
     const cpuBefore = cpuMs(pids)
-    const load = await runLoad(targetsFor(name, body), { concurrency, count, maxMs, ...(samples ? { samples } : {}) })
+    const mine: Sample[] = []
+    const load = await runLoad(targetsFor(name, body), { concurrency, count, maxMs, ...(samples ? { samples: mine } : {}) })
+    // Where in its run each call came (the slowest ones' positions tell a cold start from a steady tail).
+    for (const [position, sample] of mine.entries()) samples?.push({ ...sample, position })
     const cpu = cpuMs(pids) - cpuBefore
     if (name === 'edge') edgeSucceeded += load.requests - load.errors
     if (load.errors > 0) console.log(`  ${name}: ${load.errors} errors of ${load.requests}`)

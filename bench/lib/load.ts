@@ -21,6 +21,8 @@ export interface LoadResult {
 export interface Sample {
   ms: number
   serverTiming: string | null
+  /** Its place in its run, when the caller numbers them. */
+  position?: number
 }
 
 export interface LoadTarget {

@@ -31,9 +31,10 @@ export interface CallFacts {
 export function completionInput(facts: CallFacts, outcome: UpstreamOutcome, status: CompletionStatus): CompletionInput {
   const { access, parsed } = facts
   const completion = outcome.ok ? outcome.completion : null
+  const startedAt = new Date(facts.startedAt).toISOString()
   return {
     completion_id: facts.completionId,
-    timestamp: new Date(facts.startedAt).toISOString(),
+    timestamp: startedAt,
     api: facts.adapter.id,
     agent: access.agent,
     model_requested: parsed.modelRequested,
@@ -60,7 +61,7 @@ export function completionInput(facts: CallFacts, outcome: UpstreamOutcome, stat
     warnings: parsed.warnings,
     error: outcome.ok ? (status === 'abandoned' ? 'client disconnected' : null) : outcome.error.message,
     timing: {
-      started_at: new Date(facts.startedAt).toISOString(),
+      started_at: startedAt,
       upstream_ms: round(outcome.upstreamMs),
       total_ms: round(performance.now() - facts.startedClock),
     },
