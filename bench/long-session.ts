@@ -10,9 +10,11 @@
  * and last 10 turns), `--keep-sqlite <path>` (keep a copy of the session's SQLite, to profile finalize in Node),
  * `--profile-finalize <file>` (a workerd CPU profile of the prefix_merging finalize, over the DevTools inspector;
  * the inspector slows workerd down: not for the figures), `--profile-calls <file>` (the same over the last 20 turns).
- * Figures: edge cost per call (Server-Timing prepare + capture) over the first and last 10 turns; stored
+ * Figures: edge cost per call (Server-Timing prepare + capture) over the first and last 10 turns, and workerd's
+ * CPU per call (/proc: every workerd thread, so edge + session object, not the engine; wall times on a loaded
+ * machine mostly measure the wait for a core); stored
  * token bytes ÷ floor (4 B × final prompt + 8 B × output tokens); stored request text ÷ final request
- * body; finalize and GET trajectory times (first byte and total) for both builders (finalize closes a
+ * body; finalize and GET trajectory times (first byte and total) and workerd's CPU during finalize for both builders (finalize closes a
  * session, so per_request runs on a twin session fed the same bodies in lockstep); workerd RSS after the
  * turns and at its peak after finalize (sampled every 50 ms). workerd does not expose a Durable Object's
  * JS heap, so the heap figure comes from the same plain classes in Node over a copy of the session's
@@ -28,6 +30,7 @@ import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { startEngine } from '../engine/server.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { profileWorkerd, startWorkerdProfile } from './lib/devtools.ts'
+import { cpuMs, workerdPids as findWorkerdPids } from './lib/proc-stats.ts'
 
 const { values } = parseArgs({
   options: {
@@ -162,6 +165,9 @@ try {
   const edgeMs: number[] = []
   const prepareMs: number[] = []
   const captureMs: number[] = []
+  /** workerd's CPU (every thread, from /proc) per measured call: edge, session object, not the engine. */
+  const callCpuMs: number[] = []
+  const cpuPids = findWorkerdPids()
   let finalBodyBytes = 0
   let finalPromptTokens = 0
   const started = performance.now()
@@ -179,14 +185,17 @@ try {
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
         body,
       })
+    const cpuBefore = cpuMs(cpuPids)
     const response = await post(session.token)
+    const answerBytes = await response.arrayBuffer()
+    callCpuMs.push(cpuMs(cpuPids) - cpuBefore)
     for (const twin of sessions.slice(1)) await (await post(twin.token)).arrayBuffer()
-    if (response.status !== 200) throw new Error(`turn ${turn}: ${response.status} ${await response.text()}`)
+    if (response.status !== 200) throw new Error(`turn ${turn}: ${response.status} ${Buffer.from(answerBytes).toString('utf8')}`)
     const timing = parseTiming(response.headers.get('server-timing'))
     edgeMs.push((timing.prepare ?? 0) + (timing.capture ?? 0))
     prepareMs.push(timing.prepare ?? 0)
     captureMs.push(timing.capture ?? 0)
-    const answer = (await response.json()) as {
+    const answer = JSON.parse(Buffer.from(answerBytes).toString('utf8')) as {
       usage: { prompt_tokens: number }
       choices: { message: { content: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[] } }[]
     }
@@ -217,6 +226,9 @@ try {
       capture_ms_first10_p50: round(median(captureMs.slice(0, 10))),
       capture_ms_last10_p50: round(median(captureMs.slice(-10))),
       capture_ms_last100_p50: round(median(captureMs.slice(-100))),
+      workerd_cpu_ms_per_call_first10_p50: round(median(callCpuMs.slice(0, 10))),
+      workerd_cpu_ms_per_call_last10_p50: round(median(callCpuMs.slice(-10))),
+      workerd_cpu_ms_per_call_last100_p50: round(median(callCpuMs.slice(-100))),
       load_average_1m: round(loadavg()[0] ?? 0),
     }
   }
@@ -280,6 +292,7 @@ try {
         // Before finalize: built from the log while it is sent.
         const built = await timedGet(sessionId, builderQuery(builder))
         const t0 = performance.now()
+        const cpu0 = cpuMs(cpuPids)
         let status = 0
         let text = ''
         try {
@@ -305,12 +318,15 @@ try {
           text = `edge failed: ${(error as Error).message}`
         }
         const ms = performance.now() - t0
+        const workerdCpu = cpuMs(cpuPids) - cpu0
         const answer = status === 200 ? (JSON.parse(text) as { trajectory_bytes?: number; trace_count?: number }) : null
         // After finalize: the stored object, from R2.
         const stored = await timedGet(sessionId, builderQuery(builder))
         return {
           finalize_status: status,
           finalize_ms: round(ms, 0),
+          /** workerd's CPU over the finalize call (its R2 writes land in Miniflare's Node process: not counted). */
+          finalize_workerd_cpu_ms: round(workerdCpu, 0),
           finalize_answer: answer ?? text.slice(0, 200),
           finalize_mb_per_s: answer?.trajectory_bytes ? round(answer.trajectory_bytes / 1024 / 1024 / (ms / 1000), 1) : null,
           get_built: built,
@@ -336,6 +352,9 @@ try {
       prepare_ms_last10_p50: round(median(prepareMs.slice(-10))),
       capture_ms_first10_p50: round(median(captureMs.slice(0, 10))),
       capture_ms_last10_p50: round(median(captureMs.slice(-10))),
+      workerd_cpu_ms_per_call_first10_p50: round(median(callCpuMs.slice(0, 10))),
+      workerd_cpu_ms_per_call_last10_p50: round(median(callCpuMs.slice(-10))),
+      workerd_cpu_ms_per_call_last100_p50: round(median(callCpuMs.slice(-100))),
       unique_prompt_tokens_stored: s.unique_prompt_tokens,
       unique_over_final_prompt: round(s.unique_prompt_tokens / finalPromptTokens),
       output_tokens: s.output_tokens,
