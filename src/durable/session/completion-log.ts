@@ -185,6 +185,8 @@ export class CompletionLog {
   /** Running total of stored bytes (summed once per wake, then kept up to date by `record`). */
   #sessionBytes: number | null = null
   #warmed = false
+  /** How the last recorded body's messages were located: only the new ones scanned, or the whole body (tests). */
+  lastMessagesScan: 'new' | 'whole' | null = null
   /** How the last recorded prompt text was read: ids copied from the base, characters parsed (tests bound them). */
   lastPromptRead: { copied: number; parsedChars: number } | null = null
 
@@ -544,6 +546,7 @@ export class CompletionLog {
     // The body as sent is its base text with a new middle (`request`): slices of it are built from those parts.
     const codedOn = fromParent ? (base as Materialized).requestText : originalText
     const extended = extendLayout(baseLayout, requestText, (start) => sliceCoded(codedOn, request, start), shared)
+    this.lastMessagesScan = extended?.scanned ?? null
     if (extended === null) return null
     const originalCoding: Coding = { delta: original, base: base?.originalText ?? null, field: 'o' }
     const coding: Coding = fromParent

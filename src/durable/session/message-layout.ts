@@ -108,7 +108,7 @@ export function extendLayout(
   text: string,
   textFrom: (start: number) => string,
   shared: number,
-): { layout: MessageLayout; kept: number; same: boolean } | null {
+): { layout: MessageLayout; kept: number; same: boolean; scanned: 'new' | 'whole' } | null {
   if (base !== null) {
     const kept = keptWithin(base, shared)
     if (kept > 0) {
@@ -132,7 +132,7 @@ export function extendLayout(
         const ends = new Int32Array(kept + added.length)
         ends.set(base.ends.subarray(0, kept))
         ends.set(added, kept)
-        return { layout: { open: base.open, close: start + at, ends, containers, after: base.after }, kept, same: true }
+        return { layout: { open: base.open, close: start + at, ends, containers, after: base.after }, kept, same: true, scanned: 'new' }
       }
     }
   }
@@ -145,7 +145,7 @@ export function extendLayout(
     while (kept < limit && layout.ends[kept] === base.ends[kept]) kept++
     same = layout.after === base.after
   }
-  return { layout, kept, same }
+  return { layout, kept, same, scanned: 'whole' }
 }
 
 /** `text.slice(start)` of a text coded as `base[0:prefix] + middle + base[base.length - suffix:]`, built from its parts. */

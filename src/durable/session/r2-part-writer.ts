@@ -57,14 +57,41 @@ export async function writeChunks(
   }
   try {
     for await (const chunk of chunks) {
-      let data = typeof chunk === 'string' ? encoder.encode(chunk) : chunk
-      bytes += data.byteLength
-      while (data.byteLength > 0) {
-        const take = Math.min(partBytes - filled, data.byteLength)
-        buffer.set(data.subarray(0, take), filled)
-        filled += take
-        data = data.subarray(take)
-        if (filled === partBytes) await flush()
+      if (typeof chunk !== 'string') {
+        let data = chunk
+        bytes += data.byteLength
+        while (data.byteLength > 0) {
+          const take = Math.min(partBytes - filled, data.byteLength)
+          buffer.set(data.subarray(0, take), filled)
+          filled += take
+          data = data.subarray(take)
+          if (filled === partBytes) await flush()
+        }
+        continue
+      }
+      // Text is encoded straight into the part buffer (no array per chunk); a character whose bytes do not
+      // fit in what is left of the part is split across the two parts, so every part but the last is full.
+      let rest = chunk
+      while (rest.length > 0) {
+        const { read, written } = encoder.encodeInto(rest, buffer.subarray(filled))
+        filled += written
+        bytes += written
+        rest = read === rest.length ? '' : rest.slice(read)
+        if (rest.length > 0 && filled < partBytes) {
+          const code = rest.charCodeAt(0)
+          const next = rest.charCodeAt(1)
+          // A surrogate pair is one character; a lone surrogate is written as U+FFFD, as `encode` does.
+          const units = code >= 0xd800 && code <= 0xdbff && next >= 0xdc00 && next <= 0xdfff ? 2 : 1
+          const character = encoder.encode(rest.slice(0, units))
+          const take = partBytes - filled
+          buffer.set(character.subarray(0, take), filled)
+          filled = partBytes
+          await flush()
+          buffer.set(character.subarray(take), 0)
+          filled = character.byteLength - take
+          bytes += character.byteLength
+          rest = rest.slice(units)
+        } else if (filled === partBytes) await flush()
       }
     }
     if (upload === null) {

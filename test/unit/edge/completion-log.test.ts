@@ -12,6 +12,8 @@ import { MemoryBucket, nodeSql, nodeSqlExecutor } from '../../../scripts/lib/nod
 import { Sql, type SqlValue } from '../../../src/durable/session/sql.ts'
 import { DatabaseSync } from 'node:sqlite'
 import { completionInput, growingSession, growingSessionInputs } from '../../support/records.ts'
+import { LogRecords } from '../../../src/durable/session/log-records.ts'
+import { diffText } from '../../../src/durable/session/text-delta.ts'
 
 function openLog() {
   const { sql, db } = nodeSql()
@@ -213,5 +215,34 @@ describe('CompletionLog storage', () => {
       expect(call.parsedChars, `turn ${turn}`).toBeLessThanOrEqual(7 * (call.promptLength - call.copied) + 1)
     }
     expect((perCall.at(-1) as (typeof perCall)[number]).promptLength).toBeGreaterThan(15_000)
+  })
+
+  it('locates each body’s messages by scanning only the new ones, served bodies as the edge sends them too', async () => {
+    for (const served of ['own', 'keys-appended', 'model-renamed'] as const) {
+      const { log } = openLog()
+      const writer = log()
+      const scans: (string | null)[] = []
+      for (const input of growingSessionInputs(60, 200, 40, 2)) {
+        const original = input.original_text
+        const body =
+          served === 'own'
+            ? { request_text: original }
+            : served === 'keys-appended'
+              ? { request_text: '', request_delta: diffText(original, `${original.slice(0, -1)},"logprobs":true}`) }
+              : { request_text: original.replace('"gpt-test"', '"Qwen/Qwen3-8B"') }
+        await writer.record({ ...input, ...body })
+        scans.push(writer.lastMessagesScan)
+      }
+      expect(scans[0], served).toBe('whole')
+      expect(new Set(scans.slice(1)), served).toEqual(new Set(['new']))
+      // And the index it stored serves the build (every later body from its parent's messages and the new ones).
+      const source = new LogRecords(writer)
+      for (const record of await source.open()) {
+        await source.load(record)
+        expect(record.request.messages).toEqual((await writer.get(record.seq))?.request.messages)
+        source.reduce(record)
+      }
+      expect(source.indexedLoads, served).toBe(59)
+    }
   })
 })
