@@ -185,6 +185,8 @@ export class CompletionLog {
   /** Running total of stored bytes (summed once per wake, then kept up to date by `record`). */
   #sessionBytes: number | null = null
   #warmed = false
+  /** Recent prompts the last record compared its prompt with (text and ids; tests bound it). */
+  lastPromptComparisons = 0
   /** How the last recorded body's messages were located: only the new ones scanned, or the whole body (tests). */
   lastMessagesScan: 'new' | 'whole' | null = null
   /** How the last recorded prompt text was read: ids copied from the base, characters parsed (tests bound them). */
@@ -215,6 +217,7 @@ export class CompletionLog {
     const requestText = input.request_delta ? applyTextDelta(input.original_text, input.request_delta) : input.request_text
     const seq = this.#allocateSeq()
     await this.#warm()
+    this.lastPromptComparisons = 0
     const read = this.#readPrompt(input)
     const promptIds = read.ids
     const prompt = promptIds ?? EMPTY_TOKENS
@@ -510,7 +513,10 @@ export class CompletionLog {
     let bestShared = 0
     for (let i = this.#recent.length - 1; i >= 0; i--) {
       const entry = this.#cache.get(this.#recent[i] as number)
-      if (!entry) continue
+      // A prompt no longer than the best shared prefix cannot share more (the earlier turns of the same
+      // conversation, when the last turn was rewritten): not compared, so a call costs one comparison.
+      if (!entry || entry.prompt.length <= bestShared) continue
+      this.lastPromptComparisons++
       const shared = sharedPromptIds(this.#promptTextOf(entry), text)
       known.set(entry.seq, shared)
       if (shared > bestShared) {
@@ -605,13 +611,17 @@ export class CompletionLog {
     for (let i = this.#recent.length - 1; i >= 0; i--) {
       const entry = this.#cache.get(this.#recent[i] as number)
       if (!entry) continue
-      const shared = commonPrefixLength(entry.prompt, prompt, known.get(entry.seq))
-      if (shared >= MIN_SHARED_TOKENS && shared > bestShared) {
-        best = entry
-        bestShared = shared
-        // The new prompt extends this one entirely (the usual next turn): no other base can do better
-        // without being longer, so stop comparing (one prompt comparison per call).
-        if (shared === entry.prompt.length) break
+      // As in `#readPrompt`: a prompt no longer than the best shared prefix cannot share more.
+      if (entry.prompt.length > bestShared) {
+        this.lastPromptComparisons++
+        const shared = commonPrefixLength(entry.prompt, prompt, known.get(entry.seq))
+        if (shared >= MIN_SHARED_TOKENS && shared > bestShared) {
+          best = entry
+          bestShared = shared
+          // The new prompt extends this one entirely (the usual next turn): no other base can do better
+          // without being longer, so stop comparing (one prompt comparison per call).
+          if (shared === entry.prompt.length) break
+        }
       }
       if (!fallback && entry.agent === agent && entry.api === api) fallback = entry
     }

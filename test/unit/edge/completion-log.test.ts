@@ -245,4 +245,32 @@ describe('CompletionLog storage', () => {
       expect(source.indexedLoads, served).toBe(59)
     }
   })
+
+  it('compares a new prompt with at most two recent prompts when every turn rewrites the end of the last (stripped thinking)', async () => {
+    for (const asText of [false, true]) {
+      const { log } = openLog()
+      const writer = log()
+      let prompt = Array.from({ length: 50 }, (_, i) => i + 1)
+      let last: number[] = []
+      const comparisons: number[] = []
+      for (let turn = 0; turn < 40; turn++) {
+        const ids = Uint32Array.from(prompt)
+        await writer.record(
+          completionInput({
+            completion_id: `c${turn}`,
+            prompt_token_ids: asText ? null : ids,
+            ...(asText ? { prompt_token_text: JSON.stringify(Array.from(ids)) } : {}),
+          }),
+        )
+        comparisons.push(writer.lastPromptComparisons)
+        last = prompt
+        // The next prompt drops the last 3 tokens (the turn's thinking) and adds the turn and its tool result.
+        prompt = [...prompt.slice(0, -3), 1000 + turn, 2000 + turn, 3000 + turn, 4000 + turn, 5000 + turn]
+      }
+      // Two comparisons per pass (text, then ids) once the 16 recent prompts fill up: the last one and the one
+      // before it (longer than what the last shares); the older ones are shorter, so they cannot share more.
+      expect(Math.max(...comparisons.slice(20)), `as text: ${asText}`).toBeLessThanOrEqual(asText ? 4 : 2)
+      expect((await log().get(39))?.prompt_token_ids).toEqual(last)
+    }
+  })
 })
