@@ -4,12 +4,20 @@
  * `pause` waits for in-flight generations to drain (exit 1 when they did not within `--timeout`).
  */
 import type { Command } from 'commander'
-import { action, type CommonOptions, EXIT, edgeClient, output, withEdgeOptions } from '../lib/common-options.ts'
+import { action, type CommonOptions, EXIT, edgeClient, output, UsageError, withEdgeOptions } from '../lib/common-options.ts'
 import { EdgeError, type GateStatus } from '../lib/edge-client.ts'
 
 interface GateOptions extends CommonOptions {
   policyVersion?: string
   timeout: string
+}
+
+/** `--timeout` as the edge reads `timeout_seconds`: a number of seconds in [0, 3600], checked before any call. */
+export function drainTimeoutSeconds(timeout: string): number {
+  if (!/^(0|[1-9][0-9]*)(\.[0-9]+)?$/.test(timeout) || Number(timeout) > 3600) {
+    throw new UsageError(`--timeout must be a number of seconds in [0, 3600], got "${timeout}"`)
+  }
+  return Number(timeout)
 }
 
 function describe(status: GateStatus): string {
@@ -26,7 +34,8 @@ export function register(program: Command): void {
   ).action(
     action(async (options: GateOptions) => {
       try {
-        const status = await edgeClient(options).pause(Number(options.timeout), options.policyVersion)
+        const timeout = drainTimeoutSeconds(options.timeout)
+        const status = await edgeClient(options).pause(timeout, options.policyVersion)
         output(options, status, () => describe(status))
         return EXIT.ok
       } catch (error) {

@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
+import { drainTimeoutSeconds } from '../../cli/commands/gate.ts'
 import { taskFromInputs, timeoutMs, warningLines } from '../../cli/commands/submit.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
@@ -63,6 +64,14 @@ describe('rollgate submit', () => {
     expect((taskFromInputs(file, { ...base, samples: '1' }) as unknown as { num_samples: number }).num_samples).toBe(1)
     const flagsOnly = taskFromInputs(undefined, { ...base, instruction: 'x', harness: 'pi' }) as unknown as { num_samples: number }
     expect(flagsOnly.num_samples).toBe(1)
+  })
+
+  it('reads pause --timeout as the edge does: seconds in [0, 3600], else a usage error before any call', () => {
+    expect(drainTimeoutSeconds('0')).toBe(0)
+    expect(drainTimeoutSeconds('2.5')).toBe(2.5)
+    for (const bad of ['abc', '', ' 1', '0x10', '1e2', '-1', '3601']) {
+      expect(() => drainTimeoutSeconds(bad), bad).toThrow(`--timeout must be a number of seconds in [0, 3600], got "${bad}"`)
+    }
   })
 
   it('reads --timeout as positive seconds', () => {

@@ -111,7 +111,18 @@ describe('generation gate', () => {
   })
 
   it('validates pause input and refuses other credentials', async () => {
-    expect((await admin('/admin/inference/pause?timeout_seconds=-1', {})).status).toBe(400)
+    // timeout_seconds is read strictly: a malformed one is a 400 naming it, never read as 0 (no wait) or 16.
+    for (const raw of ['-1', '%20', '0x10', '1e2', 'abc', '3601']) {
+      const refused = await admin(`/admin/inference/pause?timeout_seconds=${raw}`, {})
+      expect(refused.status, raw).toBe(400)
+      expect(((await refused.json()) as { error: { message: string; param: string } }).error).toEqual(
+        expect.objectContaining({
+          param: 'timeout_seconds',
+          message: expect.stringMatching(/^timeout_seconds must be a number in \[0, 3600\], got /),
+        }),
+      )
+    }
+    expect(((await (await admin('/admin/inference/status')).json()) as { paused: boolean }).paused).toBe(false)
     expect((await admin('/admin/inference/resume', { policy_version: { nested: true } })).status).toBe(400)
   })
 })

@@ -14,6 +14,7 @@ import { parseOrThrow } from '../../normalize/zod-issues.ts'
 import { edgeConfig } from '../config.ts'
 import { GatewayError } from '../errors.ts'
 import { parseJsonBody, readBodyText } from '../pipeline/read-body.ts'
+import { numberParam } from '../query.ts'
 import { gateStub, hubStub } from '../pipeline/rollout-stubs.ts'
 import { requireAdmin } from './require-admin.ts'
 
@@ -41,11 +42,11 @@ export const inferenceAdmin = new Hono<AppEnv>()
 inferenceAdmin.get('/admin/inference/status', requireAdmin, async (c) => c.json(describe(c.env, await gateStub(c.env).status())))
 
 inferenceAdmin.post('/admin/inference/pause', requireAdmin, async (c) => {
-  const raw = c.req.query('timeout_seconds')
-  const seconds = raw === undefined ? DEFAULT_PAUSE_TIMEOUT_SECONDS : Number(raw)
-  if (!Number.isFinite(seconds) || seconds < 0 || seconds > MAX_PAUSE_TIMEOUT_SECONDS) {
-    throw new GatewayError(400, 'invalid_request', `timeout_seconds must be within [0, ${MAX_PAUSE_TIMEOUT_SECONDS}]`, 'timeout_seconds')
-  }
+  // Strict (`query.ts`): empty is the default, never 0; `0x10`, ` `, `1e2` are a 400 naming the parameter.
+  const seconds = numberParam(c.req.query('timeout_seconds'), 'timeout_seconds', DEFAULT_PAUSE_TIMEOUT_SECONDS, {
+    min: 0,
+    max: MAX_PAUSE_TIMEOUT_SECONDS,
+  })
   const body = await gateBody(c.req.raw)
   const { drained, status } = await gateStub(c.env).pause(Math.round(seconds * 1000), body.policy_version)
   const at = new Date().toISOString()
