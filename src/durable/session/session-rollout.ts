@@ -6,10 +6,11 @@
  * and delegates.
  *
  * Delivery is an outbox in the lifecycle row: the terminal result is rebuilt deterministically from
- * the durable log on each attempt (`session-result.ts`), retried with backoff by the alarm. A result
- * that can never be handed off (building it throws, it nests deeper than `MAX_RESULT_DEPTH`, or the
- * RPC cannot serialize it) is not retried forever: the session ends ERROR with an empty trajectory
- * that says why, and the task goes on.
+ * the durable log on each attempt and streamed into R2 (`result-stream.ts`; the task gets its key and a
+ * few small fields, so a result of any size is handed off), retried with backoff by the alarm. A result
+ * that can never be handed off (its builder throws midway, or it nests deeper than `MAX_RESULT_DEPTH`)
+ * is not retried forever: the session ends ERROR with an empty trajectory that says why, and the task
+ * goes on.
  */
 import { logError } from '../../contract/log.ts'
 import type { UpstreamKind } from '../../contract/completion-record.ts'
