@@ -129,8 +129,16 @@ describe('long sessions', () => {
     const sessionId = 'long-exports'
     const stub = await sessionWith(sessionId, growingSession(40, 500, 60, 20))
     const records = await allRecords(stub)
-    for (const builder of ['per_request', 'prefix_merging'] as const) {
-      const trajectory = inMemory(sessionId, records, builder)
+    const strict = { strict: true }
+    for (const [builder, config] of [
+      ['per_request', null],
+      ['prefix_merging', null],
+      // Polar-strict: over records read lazily (`builtShell`), the same as over the records read whole.
+      ['prefix_merging', strict],
+    ] as const) {
+      const trajectory = config
+        ? reconstructTrajectory(records, { builder, config, session: { session_id: sessionId, ...SESSION } })
+        : inMemory(sessionId, records, builder)
       const expected: Record<string, string> = {
         trajectory: JSON.stringify(trajectory),
         session_result: JSON.stringify(toSessionResult(trajectory, { session_id: sessionId, task_id: SESSION.task_id })),
@@ -139,7 +147,8 @@ describe('long sessions', () => {
         'sft-tokens': toJsonl(toSftTokenRows(trajectory)),
       }
       for (const [format, text] of Object.entries(expected)) {
-        const res = await SELF.fetch(`${EDGE}/v1/sessions/${sessionId}/trajectory?builder=${builder}&format=${format}`, { headers: ADMIN })
+        const query = `builder=${builder}&format=${format}${config ? `&config=${encodeURIComponent(JSON.stringify(config))}` : ''}`
+        const res = await SELF.fetch(`${EDGE}/v1/sessions/${sessionId}/trajectory?${query}`, { headers: ADMIN })
         expect(res.status).toBe(200)
         const body = await res.text()
         if (format === 'trajectory' || format === 'session_result') expect(JSON.parse(body)).toEqual(JSON.parse(text))

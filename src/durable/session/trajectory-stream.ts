@@ -314,15 +314,21 @@ export async function buildTrajectory(
   return { trajectory: { status: shell.status, metadata: shell.metadata, traces, error: shell.error }, late: shell.late }
 }
 
+/**
+ * Polar-strict over records read lazily (`LogRecords`): its chains may span the whole session and it reads
+ * every record's messages, so each request is loaded, in arrival order (a turn's messages extend its
+ * parent's and share their objects), while prompts stay in the log behind the bounded token cache. The
+ * traces are built in memory (its metadata sums over all of them), then handed out one by one.
+ */
 async function builtShell(log: CompletionLog, request: StreamRequest, session: SessionInfo, throughSeq: number): Promise<Shell> {
   await buildHooks.beforeRecord?.(0)
-  let all: CompletionRecord[]
-  try {
-    all = await log.all({ withoutOriginal: true })
-  } catch (error) {
-    throw new LogReadError(error)
-  }
+  const source = new LogRecords(log)
+  const all = await source.open()
   const records = all.filter((record) => record.seq <= throughSeq)
+  for (const [index, record] of records.entries()) {
+    if (index % YIELD_EVERY_RECORDS === YIELD_EVERY_RECORDS - 1) await macrotask()
+    await source.load(record)
+  }
   const trajectory = reconstructTrajectory(records, {
     builder: request.builder,
     ...(request.config ? { config: request.config } : {}),
