@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest'
 import { MemoryBucket, nodeSql, nodeSqlExecutor } from '../../../scripts/lib/node-sqlite.ts'
 import { BlobStore, SPILL_THRESHOLD_BYTES } from '../../../src/durable/session/blob-store.ts'
 import { CompletionLog } from '../../../src/durable/session/completion-log.ts'
+import { LogRecords } from '../../../src/durable/session/log-records.ts'
 import type { CompletionInput } from '../../../src/durable/session/record.ts'
 import { ensureSchema } from '../../../src/durable/session/schema.ts'
 import { Sql, type SqlValue } from '../../../src/durable/session/sql.ts'
@@ -107,11 +108,13 @@ describe('completion log: what is recorded', () => {
     await writer.record(input(range(1, 10), { response_token_ids: new Uint32Array(0), response_logprobs: new Float64Array(0) }))
     await writer.record(input(range(1, 10), { prompt_token_ids: null }))
     await writer.record(input(range(1, 10), { status: 'failed' }))
+    await writer.record(input(range(1, 10), { response_token_ids: null, response_logprobs: null, response_message: null }))
     const cold = log()
     const records = await cold.all()
-    expect(records.map((record) => record.trainable)).toEqual([true, false, false, false])
-    expect(records.map((record) => record.stream)).toEqual([false, false, false, false])
-    expect(cold.headers().map((header) => header.trainable)).toEqual([true, false, false, false])
+    expect(records.map((record) => record.trainable)).toEqual([true, false, false, false, false])
+    expect(records.map((record) => record.stream)).toEqual([false, false, false, false, false])
+    expect(cold.headers().map((header) => header.trainable)).toEqual([true, false, false, false, false])
+    expect(records[4]).toMatchObject({ response_token_ids: [], response_logprobs: null, response_message: null })
   })
 
   it('prompt ids text that is not JSON: the warning says what happened', async () => {
@@ -126,6 +129,20 @@ describe('completion log: what is recorded', () => {
     const { log } = openLog()
     const result = await log().record(input(range(1, 1001), { response_token_ids: Uint32Array.from(range(1, 501)) }))
     expect(result.stored_bytes).toBeGreaterThanOrEqual(1000 * 4 + 500 * 4)
+  })
+
+  it('a field spills when it is over the threshold, not at it', async () => {
+    const { bucket, log } = openLog()
+    const body = (length: number) => {
+      const empty = JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: '' }] })
+      return JSON.stringify({ model: 'gpt-test', messages: [{ role: 'user', content: 'x'.repeat(length - empty.length) }] })
+    }
+    const writer = log()
+    await writer.record(input(range(1, 10), { original_text: body(SPILL_THRESHOLD_BYTES) }))
+    expect(bucket.objects.size).toBe(0)
+    await writer.record(input(range(100, 110), { agent: 'other', original_text: body(SPILL_THRESHOLD_BYTES + 1) }))
+    expect(bucket.objects.size).toBe(1)
+    expect((await log().get(1))?.original_request).toEqual(JSON.parse(body(SPILL_THRESHOLD_BYTES + 1)))
   })
 
   it('token arrays over the spill threshold go to the bucket and read back exactly (also as a pre-v2 row)', async () => {
@@ -189,6 +206,44 @@ describe('completion log: what is recorded', () => {
 })
 
 describe('completion log: reads', () => {
+  it('message index: a streamed build reads each request from its parent’s messages and the new ones, whatever the coding', async () => {
+    // `own`: the body sent is the harness's with the model renamed (coded against its original, the same edit
+    // each turn); `edit`: that, but turn 4 renames the model differently; `translated`: another dialect
+    // (coded against the parent's body).
+    for (const served of ['own', 'edit', 'translated'] as const) {
+      const { log } = openLog()
+      const writer = log()
+      const messages: { role: string; content: string }[] = [
+        { role: 'system', content: 'sys' },
+        { role: 'user', content: 'task' },
+      ]
+      const sent: unknown[] = []
+      for (let turn = 0; turn < 8; turn++) {
+        messages.push({ role: 'assistant', content: `a${turn}` }, { role: 'tool', content: `out ${turn} `.repeat(4) })
+        const model = served === 'edit' && turn === 4 ? 'Qwen/Qwen3-8B-other' : 'Qwen/Qwen3-8B'
+        const body = { model, messages }
+        const original =
+          served === 'translated'
+            ? JSON.stringify({
+                system: 'sys',
+                messages: messages.slice(1).map((m) => ({ role: m.role, content: [{ type: 'text', text: m.content }] })),
+              })
+            : JSON.stringify({ model: 'gpt-test', messages })
+        sent.push(body.messages.map((m) => ({ ...m })))
+        await writer.record(input(range(1, 20 + turn * 6), { original_text: original, request_text: JSON.stringify(body) }))
+      }
+      const source = new LogRecords(log())
+      for (const record of await source.open()) {
+        await source.load(record)
+        expect(record.request.messages, `${served} ${record.seq}`).toEqual(sent[record.seq])
+        source.reduce(record)
+      }
+      // The renamed model (another key than messages) makes turns 4 and 5 read whole.
+      expect(source.wholeRequestParses, served).toBe(served === 'edit' ? 3 : 1)
+      expect(source.indexedLoads, served).toBe(served === 'edit' ? 5 : 7)
+    }
+  })
+
   it('a record whose delta base is gone from storage fails naming the missing completion (v2 and pre-v2 rows)', async () => {
     const { sql, log } = openLog()
     const writer = log()
