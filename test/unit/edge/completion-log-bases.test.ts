@@ -83,6 +83,26 @@ describe('completion log: delta bases', () => {
     }
   })
 
+  it('bases are held in memory up to 24 MiB: an evicted one is no longer chosen', async () => {
+    const { sql, log } = openLog()
+    const writer = log()
+    // Two 14 MiB prompts (4 bytes an id): the second evicts the first.
+    const n = 3_500_000
+    const a = new Uint32Array(n).map((_, i) => i)
+    const b = new Uint32Array(n).map((_, i) => n + i)
+    await writer.record(input([], { prompt_token_ids: a }))
+    await writer.record(input([], { prompt_token_ids: b, agent: 'other' }))
+    await writer.record(input(range(0, 20)))
+    expect(placements(sql).map((row) => row.prompt_parent)).toEqual([null, null, null])
+    // Small prompts stay: the same third prompt after two small ones is coded against the first.
+    const small = openLog()
+    const smallWriter = small.log()
+    await smallWriter.record(input(range(0, 30)))
+    await smallWriter.record(input(range(1000, 1030), { agent: 'other' }))
+    await smallWriter.record(input(range(0, 20)))
+    expect(placements(small.sql).map((row) => row.prompt_parent)).toEqual([null, null, 0])
+  })
+
   it('after a wake the most recent completions are bases again, newest preferred', async () => {
     const { sql, log } = openLog()
     const before = log()
