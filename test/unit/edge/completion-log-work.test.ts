@@ -1,7 +1,8 @@
 /**
  * The completion log's work-saving shortcuts, counted: SQLite statements run (a counting executor under
  * the log), chain walks stopping at an ancestor in memory, the next seq read once, paged reads that stop on
- * a short page, and how many recent prompts a record compares its prompt with (`lastPromptComparisons`).
+ * a short page, and how many recent prompts a record compares its prompt with (`lastPromptComparisons`);
+ * also a body without a `messages` array (no message layout) recorded and read back.
  * The stored rows are the same without these shortcuts; only the work grows, so the work is what is pinned.
  */
 import { describe, expect, it } from 'vitest'
@@ -176,4 +177,26 @@ describe('completion log: prompt comparisons per record', () => {
       expect((await log().get(2))?.prompt_delta).toEqual({ parent_seq: 1, shared_prefix_len: 10 })
     })
   }
+})
+
+describe('completion log: a body without a messages array', () => {
+  it('is recorded and read back (no message layout), also against a base read from storage', async () => {
+    const { log } = countingLog()
+    const body = (prompt: string) => JSON.stringify({ model: 'Qwen/Qwen3-8B', prompt })
+    const legacy = (turn: number, overrides: Partial<CompletionInput> = {}) =>
+      input(range(1, 21 + turn * 5), { request_text: body(`turn ${turn}`), original_text: body(`turn ${turn}`), ...overrides })
+    const writer = log()
+    await writer.record(legacy(0))
+    expect(writer.lastMessagesScan).toBeNull()
+    await writer.record(legacy(1))
+    expect(writer.lastMessagesScan).toBeNull()
+    // After a wake: the base comes from storage, its layout is looked for (none) the first time it is needed.
+    const woken = log()
+    await woken.record(legacy(2))
+    expect(woken.lastMessagesScan).toBeNull()
+    await woken.record(legacy(3))
+    const cold = log()
+    for (const seq of [0, 1, 2, 3]) expect(await cold.requestText(seq)).toBe(body(`turn ${seq}`))
+    expect((await cold.get(3))?.prompt_delta).toEqual({ parent_seq: 2, shared_prefix_len: 30 })
+  })
 })
