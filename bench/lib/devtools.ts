@@ -1,34 +1,9 @@
 /**
  * @module
- * A minimal Chrome DevTools protocol client for workerd's inspector (Miniflare `inspector: true`): connect
- * to a target's WebSocket and take a V8 sampling CPU profile of whatever runs while `work` does.
+ * A V8 sampling CPU profile of workerd (Miniflare `inspector: true`) while `work` runs, over the DevTools
+ * session of `v8-profile.ts` (`inspectorSession`) on the inspector's first target.
  */
-
-/** One DevTools protocol session over the inspector WebSocket. */
-export async function connectDevtools(url: string) {
-  const socket = new WebSocket(url)
-  await new Promise<void>((resolve, reject) => {
-    socket.addEventListener('open', () => resolve(), { once: true })
-    socket.addEventListener('error', () => reject(new Error(`inspector ${url} unreachable`)), { once: true })
-  })
-  let next = 1
-  const pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>()
-  socket.addEventListener('message', (event) => {
-    const message = JSON.parse(String(event.data)) as { id?: number; result?: unknown; error?: { message: string } }
-    if (message.id === undefined) return
-    const waiter = pending.get(message.id)
-    pending.delete(message.id)
-    if (message.error) waiter?.reject(new Error(message.error.message))
-    else waiter?.resolve(message.result)
-  })
-  const send = (method: string, params: Record<string, unknown> = {}) =>
-    new Promise<unknown>((resolve, reject) => {
-      const id = next++
-      pending.set(id, { resolve, reject })
-      socket.send(JSON.stringify({ id, method, params }))
-    })
-  return { send, close: () => socket.close() }
-}
+import { inspectorSession } from './v8-profile.ts'
 
 /** Start V8's sampling profiler in workerd's (first) target; `stop` returns the `.cpuprofile` JSON. */
 export async function startWorkerdProfile(inspectorUrl: string): Promise<{ stop(): Promise<unknown> }> {
@@ -36,7 +11,7 @@ export async function startWorkerdProfile(inspectorUrl: string): Promise<{ stop(
   const targets = (await (await fetch(`${http}/json/list`)).json()) as { id: string; webSocketDebuggerUrl: string }[]
   const target = targets.find((candidate) => !candidate.id.includes('floor')) ?? targets[0]
   if (!target) throw new Error('workerd inspector lists no target')
-  const inspector = await connectDevtools(target.webSocketDebuggerUrl)
+  const inspector = await inspectorSession(target.webSocketDebuggerUrl)
   try {
     await inspector.send('Profiler.enable')
     await inspector.send('Profiler.setSamplingInterval', { interval: 100 })
