@@ -18,7 +18,8 @@
  * session, so per_request runs on a twin session fed the same bodies in lockstep); workerd RSS after the
  * turns and at its peak after finalize (sampled every 50 ms). workerd does not expose a Durable Object's
  * JS heap, so the heap figure comes from the same plain classes in Node over a copy of the session's
- * SQLite (`bench/lib/finalize-in-node.ts`, `--max-old-space-size=128`): `node_128mb.*`.
+ * SQLite (`bench/lib/finalize-in-node.ts`, `--max-old-space-size=128`): `node_128mb.*`, with a Polar-strict row
+ * (`prefix_merging_strict`, `preset: strict`; `--skip-strict` leaves it out).
  * Last line: one JSON object.
  */
 import { execFileSync, spawnSync } from 'node:child_process'
@@ -37,6 +38,8 @@ const { values } = parseArgs({
     turns: { type: 'string', default: '200' },
     'result-tokens': { type: 'string', default: '500' },
     'skip-per-request': { type: 'boolean', default: false },
+    /** Leave out the Polar-strict row of `node_128mb` (finalize with `preset: strict` in Node under a 128 MB heap). */
+    'skip-strict': { type: 'boolean', default: false },
     /** Stop after the turns: report the per-call figures only (no storage, finalize or GET figures). */
     'calls-only': { type: 'boolean', default: false },
     /** prefix_merging preset (main's default became `exact`, which splits this session's turns). */
@@ -387,15 +390,16 @@ else if (finalFigures) {
     for (const suffix of ['-wal', '-shm']) if (existsSync(source + suffix)) copyFileSync(source + suffix, copy + suffix)
     const keep = values['keep-sqlite']
     if (keep) for (const suffix of ['', '-wal', '-shm']) if (existsSync(copy + suffix)) copyFileSync(copy + suffix, keep + suffix)
-    for (const builder of values['skip-per-request'] ? ['prefix_merging'] : ['prefix_merging', 'per_request']) {
-      const config = builder === 'prefix_merging' ? [JSON.stringify({ preset: values.preset })] : []
-      const run = spawnSync(process.execPath, ['--max-old-space-size=128', 'bench/lib/finalize-in-node.ts', copy, builder, ...config], {
-        encoding: 'utf8',
-        timeout: 900_000,
-      })
+    // [row, builder, config]: Polar-strict (`preset: strict`) as its own row (here a trace per turn: O(turns²) bytes).
+    const rows: [string, string, Record<string, unknown> | null][] = [['prefix_merging', 'prefix_merging', { preset: values.preset }]]
+    if (!values['skip-per-request']) rows.push(['per_request', 'per_request', null])
+    if (!values['skip-strict']) rows.push(['prefix_merging_strict', 'prefix_merging', { preset: 'strict' }])
+    for (const [row, builder, config] of rows) {
+      const args = ['--max-old-space-size=128', 'bench/lib/finalize-in-node.ts', copy, builder, ...(config ? [JSON.stringify(config)] : [])]
+      const run = spawnSync(process.execPath, args, { encoding: 'utf8', timeout: 900_000 })
       const line = run.stdout.trim().split('\n').at(-1) ?? ''
-      nodeRuns[builder] = run.status === 0 ? JSON.parse(line) : { failed: true, status: run.status, stderr: run.stderr.slice(-400) }
-      console.log(`node --max-old-space-size=128 ${builder}: ${JSON.stringify(nodeRuns[builder])}`)
+      nodeRuns[row] = run.status === 0 ? JSON.parse(line) : { failed: true, status: run.status, stderr: run.stderr.slice(-400) }
+      console.log(`node --max-old-space-size=128 ${row}: ${JSON.stringify(nodeRuns[row])}`)
     }
   } else nodeRuns = { skipped: 'session SQLite not found in the persistence directory' }
   rmSync(persistTo, { recursive: true, force: true })

@@ -97,3 +97,42 @@ export function* growingSessionInputs(turns: number, firstPrompt = 200, growth =
     messages.push({ role: 'assistant', content: `a${turn}` }, { role: 'tool', content: `out ${turn}` })
   }
 }
+
+/** Qwen3's generation prompt with thinking off (`<think>\n\n</think>\n\n`): history re-renders drop it. */
+const EMPTY_THINK = [151667, 271, 151668, 271]
+
+/**
+ * A session whose template strips thinking from history (Qwen3 with thinking off): turn k's prompt ends with
+ * the empty think block, and turn k+1's prompt re-renders turn k without it, so no prompt is a prefix of the
+ * next (Polar-strict: a trace per turn, O(turns²) tokens in all). Each turn adds about `growth` prompt tokens,
+ * and two short messages; one input at a time, timestamps a second apart.
+ */
+export function* strippedThinkingInputs(turns: number, firstPrompt = 200, growth = 20, responseLength = 4): Generator<CompletionInput> {
+  const history: number[] = Array.from({ length: firstPrompt }, (_, i) => (i * 7919) % 150000)
+  const messages: { role: string; content: string }[] = [
+    { role: 'system', content: 'You are an agent.' },
+    { role: 'user', content: 'Fix the bug.' },
+  ]
+  const start = Date.UTC(2026, 0, 1)
+  for (let turn = 0; turn < turns; turn++) {
+    const response = Array.from({ length: responseLength }, (_, i) => 1000 + ((turn * 131 + i * 31) % 140000))
+    response[response.length - 1] = 151645
+    const at = new Date(start + turn * 1000).toISOString()
+    yield completionInput({
+      completion_id: `cmpl_${String(turn).padStart(6, '0')}`,
+      timestamp: at,
+      timing: { started_at: at, upstream_ms: 1, total_ms: 2 },
+      prompt_token_ids: Uint32Array.from([...history, 151644, 77091, 198, ...EMPTY_THINK]),
+      response_token_ids: Uint32Array.from(response),
+      response_logprobs: Float64Array.from(response.map((_, i) => Math.fround(-((turn + 1) * (i + 1)) / 4096))),
+      finish_reason: 'tool_calls',
+      request_text: JSON.stringify({ model: 'Qwen/Qwen3-8B', messages, tools: [{ type: 'function', function: { name: 'bash' } }] }),
+      original_text: JSON.stringify({ model: 'gpt-test', messages }),
+      response_message: { role: 'assistant', content: `a${turn}` },
+    })
+    history.push(151644, 77091, 198, ...response, 198)
+    for (let i = history.length; history.length < i + Math.max(1, growth - responseLength - 4); )
+      history.push((turn * 77 + history.length) % 150000)
+    messages.push({ role: 'assistant', content: `a${turn}` }, { role: 'tool', content: `out ${turn}` })
+  }
+}

@@ -37,10 +37,10 @@ afterEach(() => {
 const TOLERANT = encodeURIComponent(JSON.stringify({ preset: 'tolerant' }))
 const STRICT = encodeURIComponent(JSON.stringify({ strict: true }))
 const CASES: [string, string, number][] = [
-  // [name, query, step the build is held at (the in-memory Polar-strict port reads the log once: step 0)]
+  // [name, query, step the build is held at (prefix_merging, Polar-strict too: before it reads record HOLD_AT)]
   ['prefix_merging', `builder=prefix_merging&config=${TOLERANT}`, HOLD_AT],
   ['prefix_merging (default preset)', 'builder=prefix_merging', HOLD_AT],
-  ['prefix_merging Polar-strict', `builder=prefix_merging&config=${STRICT}`, 0],
+  ['prefix_merging Polar-strict', `builder=prefix_merging&config=${STRICT}`, HOLD_AT],
   // per_request writes a trace per record: held before its first (more output would wait for the reader).
   ['per_request', 'builder=per_request', 0],
 ]

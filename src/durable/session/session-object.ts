@@ -6,8 +6,8 @@
  */
 import { DurableObject } from 'cloudflare:workers'
 import type { CompletionRecord, ResponseMessage } from '../../contract/completion-record.ts'
-import type { BuilderName, Trajectory } from '../../contract/trajectory.ts'
-import { reconstructTrajectory, trajectoryObjectKey } from '../../reconstruct/index.ts'
+import type { BuilderName } from '../../contract/trajectory.ts'
+import { trajectoryObjectKey } from '../../reconstruct/index.ts'
 import { BlobStore } from './blob-store.ts'
 import { CompletionLog, MAX_RESPONSE_MESSAGE_LOOKUPS, type RecordResult, type StorageStats } from './completion-log.ts'
 import type { CompletionInput, SessionConfig } from './record.ts'
@@ -57,7 +57,6 @@ export type SessionRpc = Rpc<
     | 'completionById'
     | 'responseMessages'
     | 'summary'
-    | 'trajectory'
     | 'trajectoryStream'
     | 'finalize'
   >
@@ -123,16 +122,6 @@ export class SessionObject extends DurableObject<Env> {
     if (!config) return null
     const log = this.#requireLog()
     return { config, completion_count: log.count(), storage: log.stats(), finalized: this.#store.finalization() }
-  }
-
-  /** The session's trajectory, rebuilt from the durable log (never from memory). */
-  async trajectory(request: TrajectoryRequest): Promise<Trajectory> {
-    const config = this.#requireConfig()
-    return reconstructTrajectory(await this.#requireLog().all(), {
-      builder: request.builder,
-      ...(request.config ? { config: request.config } : {}),
-      session: { session_id: config.session_id, task_id: config.task_id, metadata: config.metadata },
-    })
   }
 
   /**

@@ -10,7 +10,8 @@
  * - `prefix_merging` (tolerant) runs the same algorithm as the in-memory builder (`startPrefixMerging`) over
  *   records read lazily from the log (`log-records.ts`): each record's request is loaded just before it is
  *   routed and reduced to its tools after; prompts go through a cache bounded in tokens. Then the planned
- *   traces are built and written one at a time. The Polar-strict port (`strict: true`) is built in memory.
+ *   traces are built and written one at a time. The Polar-strict port (`strict: true`) plans its chains from
+ *   the prompts alone, then builds one chain's trace at a time, loading each record's request just before.
  * - A trace is written as chunks too: its long arrays (`prompt_ids`, `response_ids`, …) in slices, so the
  *   largest string is a slice, never a trace or the trajectory. The text is exactly `JSON.stringify`'s.
  *
@@ -25,7 +26,6 @@ import {
   checkBuilderConfig,
   type PrefixMergingConfig,
   prefixMergingConfigSchema,
-  reconstructTrajectory,
   toNemoGymRows,
   toSftRows,
   toSftTokenRows,
@@ -33,6 +33,7 @@ import {
 } from '../../reconstruct/index.ts'
 import { type SessionInfo, trajectoryMetadata } from '../../reconstruct/trajectory-metadata.ts'
 import { startPrefixMerging } from '../../reconstruct/prefix-merging.ts'
+import { startPrefixMergingStrict, strictTraceSteps } from '../../reconstruct/polar-strict.ts'
 import type { CompletionLog } from './completion-log.ts'
 import { LogReadError, LogRecords } from './log-records.ts'
 import { SliceMemo } from './slice-memo.ts'
@@ -119,7 +120,7 @@ export async function* trajectoryChunks(
 
 /**
  * The trajectory of the records through `throughSeq` as a `Shell`: tolerant prefix_merging and per_request
- * read the log lazily (bounded memory), Polar-strict is built in memory. Failures reading the log are
+ * read the log lazily (bounded memory), Polar-strict too (in two passes). Failures reading the log are
  * `LogReadError`s; anything else is the builder's.
  */
 export async function trajectoryShell(
@@ -242,10 +243,10 @@ export function* jsonChunks(value: object, memo: SliceMemo = new SliceMemo()): G
   yield `${out}}`
 }
 
-/** prefix_merging: tolerant over lazily read records (bounded memory); Polar-strict in memory. */
+/** prefix_merging over lazily read records (bounded memory): tolerant, or Polar-strict. */
 async function prefixMergingShell(log: CompletionLog, request: StreamRequest, session: SessionInfo, throughSeq: number): Promise<Shell> {
-  const config = tolerantConfig(request)
-  if (config === null) return builtShell(log, request, session, throughSeq)
+  const config = prefixMergingConfig(request)
+  if (config.strict) return strictShell(log, session, throughSeq, config.end_of_turn_token_id, config.warnings)
   const source = new LogRecords(log)
   const all = await source.open()
   const records = all.filter((record) => record.seq <= throughSeq)
@@ -254,12 +255,10 @@ async function prefixMergingShell(log: CompletionLog, request: StreamRequest, se
 
 type TolerantConfig = PrefixMergingConfig & { warnings: ReturnType<typeof checkBuilderConfig>['warnings'] }
 
-/** The tolerant prefix_merging config of `request`, or null for another builder or `strict: true`. */
-function tolerantConfig(request: StreamRequest): TolerantConfig | null {
-  if (request.builder !== 'prefix_merging') return null
+/** The prefix_merging config of `request` and the warnings `checkBuilderConfig` gives. */
+function prefixMergingConfig(request: StreamRequest): TolerantConfig {
   const { config: checked, warnings } = checkBuilderConfig('prefix_merging', request.config)
-  const config = prefixMergingConfigSchema.parse(applyMergePreset(checked))
-  return config.strict ? null : { ...config, warnings }
+  return { ...prefixMergingConfigSchema.parse(applyMergePreset(checked)), warnings }
 }
 
 /** Route every trainable record (its request loaded only while it is routed), then hand the traces out one by one. */
@@ -315,38 +314,52 @@ export async function buildTrajectory(
 }
 
 /**
- * Polar-strict over records read lazily (`LogRecords`): its chains may span the whole session and it reads
- * every record's messages, so each request is loaded, in arrival order (a turn's messages extend its
- * parent's and share their objects), while prompts stay in the log behind the bounded token cache. The
- * traces are built in memory (its metadata sums over all of them), then handed out one by one.
+ * Polar-strict over records read lazily (`LogRecords`), in two passes (`polar-strict.ts`): the plan reads
+ * every prompt once (through the bounded token cache) and no request; then each chain's trace is built
+ * with its records' requests loaded one at a time, in the chain's order (a turn's messages extend its
+ * parent's and share their objects), and dropped after. Memory holds the records' small fields and one trace.
  */
-async function builtShell(log: CompletionLog, request: StreamRequest, session: SessionInfo, throughSeq: number): Promise<Shell> {
-  await buildHooks.beforeRecord?.(0)
+async function strictShell(
+  log: CompletionLog,
+  session: SessionInfo,
+  throughSeq: number,
+  endOfTurnTokenId: number | null,
+  warnings: ReturnType<typeof checkBuilderConfig>['warnings'],
+): Promise<Shell> {
   const source = new LogRecords(log)
   const all = await source.open()
   const records = all.filter((record) => record.seq <= throughSeq)
-  for (const [index, record] of records.entries()) {
+  const planning = startPrefixMergingStrict(records, session, endOfTurnTokenId)
+  for (const [index, record] of planning.trainable.entries()) {
+    // Reading the log is synchronous: give the event loop a turn now and then (as `tolerantShell`).
     if (index % YIELD_EVERY_RECORDS === YIELD_EVERY_RECORDS - 1) await macrotask()
-    await source.load(record)
+    if (buildHooks.beforeRecord) await buildHooks.beforeRecord(index)
+    planning.place(record)
   }
-  const trajectory = reconstructTrajectory(records, {
-    builder: request.builder,
-    ...(request.config ? { config: request.config } : {}),
-    session,
-  })
+  const plan = planning.finish()
+  // As `reconstructTrajectory` reports them (same key, same place).
+  if (warnings.length > 0) plan.metadata.builder_warnings = warnings
   return {
-    status: trajectory.status,
-    metadata: trajectory.metadata,
-    error: trajectory.error,
-    count: trajectory.traces.length,
+    status: plan.status,
+    metadata: plan.metadata,
+    error: plan.error,
+    count: plan.chains.length,
     late: all.length - records.length,
     traces: (async function* () {
-      // Hand each trace out once and drop it from the trajectory, so written traces can be collected.
-      const traces = trajectory.traces
-      for (let i = 0; i < traces.length; i++) {
-        const trace = traces[i] as Trace
-        ;(traces as (Trace | undefined)[])[i] = undefined
-        yield trace
+      for (const chain of plan.chains) {
+        // Each record's request is loaded just before the build reads it and dropped once it went on.
+        const steps = strictTraceSteps(chain)
+        let next = steps.next()
+        let previous: CompletionRecord | null = null
+        while (!next.done) {
+          const record = next.value
+          await source.load(record)
+          if (previous) source.reduce(previous)
+          previous = record
+          next = steps.next()
+        }
+        if (previous) source.reduce(previous)
+        yield next.value
       }
     })(),
   }
