@@ -2,8 +2,9 @@
  * @module
  * `npm run profile:gateway`: where workerd's CPU goes for the calls `bench:gateway` measures. Starts the
  * same Miniflare (edge + floor Worker, the vLLM-shaped stub upstream) with workerd's DevTools inspector
- * open, runs `--count` chat requests of `--size` bytes at `--concurrency` through the edge (and then the
- * floor) under the V8 sampling profiler (Chrome DevTools protocol over the inspector's WebSocket), and
+ * open, runs `--count` chat requests of `--size` bytes at `--concurrency` through each of `--targets` (the
+ * edge, the bare floor, the durable floor — the floor Worker and its object share one isolate) under the V8
+ * sampling profiler (Chrome DevTools protocol over the inspector's WebSocket), and
  * prints the top self-time functions of each isolate, each mapped to its source module (the bundle's
  * `// src/…` markers). In workerd the edge's Worker code and its Durable Objects share one isolate, so the
  * edge's profile holds both (the module column tells them apart). `--out DIR` keeps the `.cpuprofile`
@@ -35,6 +36,8 @@ const { values } = parseArgs({
     'persist-dir': { type: 'string', default: tmpdir() },
     out: { type: 'string' },
     'keep-logs': { type: 'boolean', default: false },
+    /** Which targets to profile, in order: `edge`, `floor` (bare), `durable` (the durable floor). */
+    targets: { type: 'string', default: 'edge,floor' },
   },
 })
 
@@ -57,8 +60,9 @@ const edge = await startMiniflareEdge({
     {
       name: 'floor',
       scriptPath: join(REPO_ROOT, 'bench/floor-worker.js'),
-      routes: ['*/floor/*'],
+      routes: ['*/floor/*', '*/floor-durable/*'],
       bindings: { FLOOR_UPSTREAM_URL: stub.url },
+      durableObjects: { FLOOR_SESSIONS: 'FloorSession' },
     },
   ],
 })
@@ -86,17 +90,21 @@ try {
   const count = Number(values.count)
   const maxMs = Number(values['max-seconds']) * 1000
   const targetFor =
-    (floor: boolean) =>
+    (name: string) =>
     (worker: number): LoadTarget =>
-      floor
+      name === 'floor'
         ? { url: `${edge.url}/floor/v1/chat/completions`, headers: {}, body }
-        : { url: `${edge.url}/v1/chat/completions`, headers: { authorization: `Bearer ${sessions[worker % sessions.length]}` }, body }
+        : name === 'durable'
+          ? { url: `${edge.url}/floor-durable/v1/chat/completions`, headers: { 'x-floor-session': `s${worker % sessions.length}` }, body }
+          : { url: `${edge.url}/v1/chat/completions`, headers: { authorization: `Bearer ${sessions[worker % sessions.length]}` }, body }
   const summaries: Record<string, unknown> = {}
-  for (const floor of [false, true]) {
-    const name = floor ? 'floor' : 'edge'
-    await runLoad(targetFor(floor), { concurrency, count: Math.min(100, count), maxMs }) // warm: JIT, sockets, objects
+  for (const name of (values.targets ?? '').split(',')) {
+    if (!['edge', 'floor', 'durable'].includes(name)) throw new Error(`--targets: unknown target ${name} (edge, floor, durable)`)
+    // The floor Worker (and its durable objects) run in the floor isolate.
+    const floor = name !== 'edge'
+    await runLoad(targetFor(name), { concurrency, count: Math.min(100, count), maxMs }) // warm: JIT, sockets, objects
     const { profile, result: load } = await profileWhile(find(floor).webSocketDebuggerUrl, () =>
-      runLoad(targetFor(floor), { concurrency, count, maxMs }),
+      runLoad(targetFor(name), { concurrency, count, maxMs }),
     )
     if (values.out) mkdirSync(values.out, { recursive: true })
     if (values.out) writeFileSync(join(values.out, `${name}-${values.size}-c${concurrency}.cpuprofile`), JSON.stringify(profile))

@@ -207,11 +207,12 @@ export class CompletionLog {
     return this.#sql.first<{ n: number }>('SELECT COUNT(*) AS n FROM rg_completions')?.n ?? 0
   }
 
+  /**
+   * Store one completion. Idempotent by `completion_id`: a record sent again returns the first one's seq
+   * (`duplicate`). The check is the insert itself (`ON CONFLICT … DO NOTHING`): one statement per record,
+   * not a lookup before it; only a record that spills to R2 looks first, so a duplicate never writes blobs.
+   */
   async record(input: CompletionInput): Promise<RecordResult> {
-    const existing = this.#sql.first<{ seq: number }>('SELECT seq FROM rg_completions WHERE completion_id = ?', input.completion_id)
-    if (existing) {
-      return { seq: existing.seq, completion_id: input.completion_id, stored_bytes: 0, session_bytes: this.sessionBytes(), duplicate: true }
-    }
     const sessionBytesBefore = this.sessionBytes()
 
     const requestText = input.request_delta ? applyTextDelta(input.original_text, input.request_delta) : input.request_text
@@ -250,10 +251,15 @@ export class CompletionLog {
     }
     const spilled: Record<string, string> = {}
     let storedBytes = 0
+    let checked = false
     for (const [field, value] of Object.entries(fields)) {
       const size = storedSize(value)
       storedBytes += size
       if (value !== null && size > SPILL_THRESHOLD_BYTES) {
+        if (!checked) {
+          checked = true
+          if (this.#recordedSeq(input.completion_id) !== null) return this.#duplicate(input.completion_id, seq)
+        }
         const key = completionBlobKey(this.#sessionId, seq, field)
         await this.#blobs.put(key, value)
         spilled[field] = key
@@ -275,13 +281,14 @@ export class CompletionLog {
     }
     for (const value of Object.values(json)) storedBytes += value?.length ?? 0
 
-    this.#sql.run(
+    const inserted = this.#sql.first<{ seq: number }>(
       `INSERT INTO rg_completions (seq, completion_id, created_at, api, agent, model_requested, model_used, stream,
         status, trainable, finish_reason, stop_reason, delta_depth, prompt_parent, prompt_shared, prompt_length,
         prompt_suffix, response_tokens, logprobs, logprobs_format, request_base, request_prefix, request_suffix, request_middle,
         original_prefix, original_suffix, original_middle, request_length, original_length, request_messages, spilled,
         response_message, usage, warnings, error, timing, provenance, metadata)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (completion_id) DO NOTHING RETURNING seq`,
       seq,
       input.completion_id,
       input.timestamp,
@@ -321,6 +328,7 @@ export class CompletionLog {
       json.provenance,
       json.metadata,
     )
+    if (!inserted) return this.#duplicate(input.completion_id, seq)
     this.#recent.push(seq)
     if (this.#recent.length > RECENT_BASES) this.#recent.shift()
     this.#remember({
@@ -474,6 +482,18 @@ export class CompletionLog {
       metadata_bytes: row?.metadata_bytes ?? 0,
       spilled_objects: row?.spilled_objects ?? 0,
     }
+  }
+
+  #recordedSeq(completionId: string): number | null {
+    return this.#sql.first<{ seq: number }>('SELECT seq FROM rg_completions WHERE completion_id = ?', completionId)?.seq ?? null
+  }
+
+  /** A record sent again: the first one stands; the seq this one took is given back when no later record took one. */
+  #duplicate(completionId: string, seq: number): RecordResult {
+    if (this.#nextSeq === seq + 1) this.#nextSeq = seq
+    const first = this.#recordedSeq(completionId)
+    if (first === null) throw new Error(`completion ${completionId} conflicts but is not stored`)
+    return { seq: first, completion_id: completionId, stored_bytes: 0, session_bytes: this.sessionBytes(), duplicate: true }
   }
 
   #allocateSeq(): number {

@@ -34,7 +34,7 @@ function countingLog() {
     await action()
     return queries.slice(before).filter((query) => query.includes(marker)).length
   }
-  return { log, count }
+  return { log, count, bucket }
 }
 
 function range(from: number, to: number): number[] {
@@ -93,6 +93,42 @@ describe('completion log: work saved', () => {
     const reads = await count(ROW, () => woken.record(input(range(1, 60))))
     expect(reads).toBe(3)
     expect((await log().get(4))?.prompt_delta).toEqual({ parent_seq: 3, shared_prefix_len: 35 })
+  })
+
+  it('a warm record runs one statement: the insert is its own duplicate check', async () => {
+    const { log, count } = countingLog()
+    const writer = log()
+    await conversation(writer, 2)
+    const next = input(range(1, 40))
+    expect(await count('', () => writer.record(next))).toBe(1)
+    // Sent again: found by that insert (the first stands), and its seq is given back.
+    expect(await writer.record({ ...next })).toMatchObject({ seq: 2, duplicate: true, stored_bytes: 0 })
+    const after = input(range(1, 45))
+    expect((await writer.record(after)).seq).toBe(3)
+    const stored = (await log().all()).map((record) => [record.seq, record.completion_id])
+    expect(stored.slice(2)).toEqual([
+      [2, next.completion_id],
+      [3, after.completion_id],
+    ])
+    expect(stored).toHaveLength(4)
+  })
+
+  it('a record that spills to R2 looks for its duplicate first: a duplicate writes no blob', async () => {
+    const { log, bucket } = countingLog()
+    const writer = log()
+    // 70,000 float64 logprobs (not float32 values): 560 KB, over the spill threshold whatever the base.
+    const sampled = range(0, 70_000)
+    const first = input(range(1, 20), {
+      response_token_ids: Uint32Array.from(sampled),
+      response_logprobs: Float64Array.from(sampled, (i) => -1 / (i + 3)),
+    })
+    await writer.record(first)
+    const puts = bucket.puts
+    expect(puts).toBeGreaterThan(0)
+    expect(await writer.record({ ...first })).toMatchObject({ seq: 0, duplicate: true })
+    expect(await log().record({ ...first })).toMatchObject({ seq: 0, duplicate: true })
+    expect(bucket.puts).toBe(puts)
+    expect((await writer.record(input(range(1, 25)))).seq).toBe(1)
   })
 
   it('paged reads stop on a short page (no query for an empty one)', async () => {
