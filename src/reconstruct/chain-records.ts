@@ -13,7 +13,10 @@
  *      bound carried through the segment's per-turn common prefixes, or fork.
  * 2. Otherwise, or when the prompt diverges inside the history (the parent is not its
  *    predecessor), compare the new prompt with every tip of the agent (Polar's fallback, the only
- *    full-prompt comparison) and try the three best.
+ *    full-prompt comparison) and try the three best. A tip whose turn the prompt replays but that
+ *    fails the drift bound (or the end-of-turn split) is the predecessor: the scan stops there with
+ *    a break, as with a delta parent, so records without `prompt_delta` route the same way (an older
+ *    tip of the same conversation would only take the prompt by making the later turns context).
  * 3. No continuation: a `break` segment in the same chain when the prompt still shares the
  *    conversation (same first turn), else a new chain.
  *
@@ -331,6 +334,12 @@ export function createChainer(allRecords: readonly CompletionRecord[], options: 
     for (const candidate of candidates.slice(0, MAX_SCAN_ATTEMPTS)) {
       const outcome = attempt(candidate.segment, record, candidate.lcp)
       if (outcome.kind === 'done') return
+      if (outcome.related && outcome.failure.predecessor) {
+        // As with a delta parent: the prompt replays this tip's turn, so it is the predecessor. An older
+        // tip of the same conversation could only take the prompt by making the later turns context.
+        open(record, breakInit(outcome.failure, 'break'), outcome.failure.segment.chain)
+        return
+      }
       if (outcome.related && related === null) {
         related = outcome.failure
         relatedOrigin = 'break'
