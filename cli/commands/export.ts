@@ -2,9 +2,12 @@
  * @module
  * `rollgate export <session>`: a trajectory or trainer export (`--format trajectory|session_result|nemo-gym|sft|sft-tokens`,
  * `--builder`), to a file (`--out`) or stdout. Several sessions: `--task <id>` exports every session of a task as one
- * JSONL stream (JSON formats become one line per session).
+ * JSONL stream (JSON formats become one line per session). Written as the edge sends it (bounded memory at any size).
  */
-import { writeFileSync } from 'node:fs'
+import { once } from 'node:events'
+import { createWriteStream } from 'node:fs'
+import type { Writable } from 'node:stream'
+import { finished } from 'node:stream/promises'
 import { type Command, Option } from 'commander'
 import { action, type CommonOptions, edgeClient, UsageError, withEdgeOptions } from '../lib/common-options.ts'
 
@@ -18,11 +21,29 @@ interface ExportOptions extends CommonOptions {
   task?: string
 }
 
-/** One JSONL text from a JSON document (one line) or an NDJSON body (as is). */
-function asJsonl(text: string, format: string): string {
-  if (format === 'trajectory' || format === 'session_result') return `${JSON.stringify(JSON.parse(text))}\n`
-  return text.endsWith('\n') || text === '' ? text : `${text}\n`
+/**
+ * Write each session's export to `out` as it arrives (a 1,000-turn session's export is hundreds of MB: never
+ * one string), each ending in a newline: a JSON format is one line already (the edge writes compact JSON), so
+ * several sessions make one JSONL stream. Returns the bytes written.
+ */
+async function writeExports(out: Writable, bodies: AsyncIterable<AsyncIterable<Uint8Array>>): Promise<number> {
+  let bytes = 0
+  const write = async (chunk: Uint8Array) => {
+    bytes += chunk.length
+    if (!out.write(chunk)) await once(out, 'drain')
+  }
+  for await (const body of bodies) {
+    let last = -1
+    for await (const chunk of body) {
+      await write(chunk)
+      last = chunk[chunk.length - 1] ?? last
+    }
+    if (last !== -1 && last !== 0x0a) await write(NEWLINE)
+  }
+  return bytes
 }
+
+const NEWLINE = new Uint8Array([0x0a])
 
 export function register(program: Command): void {
   withEdgeOptions(
@@ -47,22 +68,22 @@ export function register(program: Command): void {
         }
       }
       const request = { builder: options.builder, format: options.format, ...(config ? { config } : {}) }
-      let text: string
-      if (options.task) {
-        const status = await client.taskStatus(options.task, false)
-        const parts: string[] = []
-        for (const session of status.sessions) parts.push(asJsonl(await client.exportText(session.session_id, request), options.format))
-        text = parts.join('')
-      } else if (sessionId) {
-        text = await client.exportText(sessionId, request)
-      } else {
-        throw new UsageError('give a session id or --task <id>')
-      }
+      let sessions: string[]
+      if (options.task) sessions = (await client.taskStatus(options.task, false)).sessions.map((session) => session.session_id)
+      else if (sessionId) sessions = [sessionId]
+      else throw new UsageError('give a session id or --task <id>')
+      const bodies = (async function* () {
+        for (const id of sessions) yield client.exportStream(id, request)
+      })()
       if (options.out) {
-        writeFileSync(options.out, text)
-        process.stderr.write(`wrote ${text.length} characters to ${options.out}\n`)
+        const file = createWriteStream(options.out)
+        await once(file, 'open')
+        const bytes = await writeExports(file, bodies)
+        file.end()
+        await finished(file)
+        process.stderr.write(`wrote ${bytes} bytes to ${options.out}\n`)
       } else {
-        process.stdout.write(text.endsWith('\n') ? text : `${text}\n`)
+        await writeExports(process.stdout, bodies)
       }
       return undefined
     }),

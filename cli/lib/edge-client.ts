@@ -23,6 +23,13 @@ export interface EdgeClientOptions {
   timeoutMs?: number
 }
 
+/** What `GET /v1/sessions/:id/trajectory` is asked for. */
+export interface ExportRequest {
+  builder: string
+  format: string
+  config?: Record<string, unknown>
+}
+
 export interface GateStatus {
   paused: boolean
   inflight: number
@@ -42,7 +49,7 @@ export class EdgeClient {
   }
 
   /** Raw request with the admin bearer; throws EdgeError on a non-2xx answer. */
-  async request(method: string, path: string, body?: unknown, accept = 'application/json'): Promise<Response> {
+  async request(method: string, path: string, body?: unknown, accept = 'application/json', signal?: AbortSignal): Promise<Response> {
     let response: Response
     try {
       response = await fetch(`${this.edge}${path}`, {
@@ -53,7 +60,7 @@ export class EdgeClient {
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(this.#timeoutMs),
+        signal: signal ?? AbortSignal.timeout(this.#timeoutMs),
       })
     } catch (error) {
       const cause = (error as { cause?: { code?: string } }).cause?.code ?? (error as Error).message
@@ -111,13 +118,54 @@ export class EdgeClient {
     }
   }
 
-  /** A trajectory or export as the edge renders it (JSON or NDJSON text). */
-  async exportText(sessionId: string, options: { builder: string; format: string; config?: Record<string, unknown> }): Promise<string> {
+  /** A trajectory or export as the edge renders it (JSON or NDJSON text), whole: small sessions. */
+  async exportText(sessionId: string, options: ExportRequest): Promise<string> {
+    let text = ''
+    const decoder = new TextDecoder()
+    for await (const chunk of this.exportStream(sessionId, options)) text += decoder.decode(chunk, { stream: true })
+    return text + decoder.decode()
+  }
+
+  /**
+   * A trajectory or export as the edge renders it, chunk by chunk, without the leading whitespace the edge
+   * sends before the build (its first byte at once). A long session's export is hundreds of MB, past what
+   * one string holds, and takes longer than one request's timeout: the timeout bounds the wait for the
+   * answer and then for each next chunk, not the whole transfer.
+   */
+  async *exportStream(sessionId: string, options: ExportRequest): AsyncGenerator<Uint8Array> {
     const query = new URLSearchParams({ builder: options.builder, format: options.format })
     if (options.config) query.set('config', JSON.stringify(options.config))
-    const response = await this.request('GET', `/v1/sessions/${encodeURIComponent(sessionId)}/trajectory?${query}`, undefined, '*/*')
-    // The edge sends one space before the build (first byte at once); a file gets the text without it.
-    return (await response.text()).trimStart()
+    const controller = new AbortController()
+    let timer = setTimeout(() => controller.abort(), this.#timeoutMs)
+    const path = `/v1/sessions/${encodeURIComponent(sessionId)}/trajectory?${query}`
+    try {
+      const response = await this.request('GET', path, undefined, '*/*', controller.signal)
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader()
+      let leading = true
+      for (;;) {
+        clearTimeout(timer)
+        timer = setTimeout(() => controller.abort(), this.#timeoutMs)
+        let next: ReadableStreamReadResult<Uint8Array>
+        try {
+          next = await reader.read()
+        } catch (error) {
+          const why = controller.signal.aborted ? `no data for ${this.#timeoutMs} ms` : (error as Error).message
+          throw new EdgeError(0, `GET ${path}: the answer stopped (${why})`, null)
+        }
+        if (next.done) return
+        let chunk = next.value
+        if (leading) {
+          let start = 0
+          while (start < chunk.length && (chunk[start] === 0x20 || chunk[start] === 0x0a || chunk[start] === 0x0d || chunk[start] === 0x09))
+            start++
+          chunk = chunk.subarray(start)
+          leading = chunk.length === 0
+        }
+        if (chunk.length > 0) yield chunk
+      }
+    } finally {
+      clearTimeout(timer)
+    }
   }
 
   gateStatus(): Promise<GateStatus> {
