@@ -2,12 +2,23 @@
  * @module
  * `npm run bench:long-session`: one long agent session through the real edge (the bundled Worker in
  * Miniflare/workerd, SessionObject SQLite, R2 emulation) against the stand-in engine (real Qwen3
- * tokenizer and template, `script` policy: a tool call every turn, a text tool result back, so the
- * prompt grows every turn and prefix_merging yields one trace).
+ * tokenizer and template, `script` policy: a tool call every turn, a text tool result back).
  *
- * Flags: `--turns` (200), `--result-tokens` (≈ tokens of tool output per turn, 500), `--skip-per-request`,
+ * Two sessions, both reported (pick with the flag; the figures differ a lot for prefix_merging):
+ * - default: Qwen3 thinking on, a short reasoning each turn, and the agent sends it back (`reasoning_content`,
+ *   as the edge returns it). Qwen3's template re-renders the reasoning of every assistant turn after the last user
+ *   message, so each prompt extends the previous prompt + its sampled tokens exactly: prefix_merging (any
+ *   preset) yields **one trace**. This is issue #15's session.
+ * - `--strip-thinking`: `enable_thinking: false`. The generation prompt ends with the empty scaffold
+ *   `<think>\n\n</think>\n\n` (4 tokens) that the history does not re-render, so turn k's training context
+ *   differs from its prompt by 4 tokens per earlier turn of its trace; the `tolerant` preset's bound
+ *   (`max_context_drift_tokens` 64, cumulative) starts a new segment every 17 turns (12 traces at 200 turns,
+ *   59 at 1,000), `exact` one per call. That cut is the documented drift rule, not a storage or routing bound.
+ *
+ * Flags: `--turns` (200), `--result-tokens` (≈ tokens of tool output per turn, 500), `--strip-thinking`, `--skip-per-request`,
  * `--calls-only` (stop after the turns: per-call figures only, incl. Server-Timing `capture` p50 of the first
  * and last 10 turns), `--keep-sqlite <path>` (keep a copy of the session's SQLite, to profile finalize in Node),
+ * `--keep-persist <dir>` (Miniflare's persistence directory before finalize, for `bench/finalize-ab.ts`),
  * `--profile-finalize <file>` (a workerd CPU profile of the prefix_merging finalize, over the DevTools inspector;
  * the inspector slows workerd down: not for the figures), `--profile-calls <file>` (the same over the last 20 turns).
  * Figures: edge cost per call (Server-Timing prepare + capture) over the first and last 10 turns, and workerd's
@@ -23,7 +34,7 @@
  * Last line: one JSON object.
  */
 import { execFileSync, spawnSync } from 'node:child_process'
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { DatabaseSync } from 'node:sqlite'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -40,6 +51,8 @@ const { values } = parseArgs({
     'skip-per-request': { type: 'boolean', default: false },
     /** Leave out the Polar-strict row of `node_128mb` (finalize with `preset: strict` in Node under a 128 MB heap). */
     'skip-strict': { type: 'boolean', default: false },
+    /** `enable_thinking: false` (the scaffold is not re-rendered: prefix_merging splits by its drift bound). */
+    'strip-thinking': { type: 'boolean', default: false },
     /** Stop after the turns: report the per-call figures only (no storage, finalize or GET figures). */
     'calls-only': { type: 'boolean', default: false },
     /** prefix_merging preset (main's default became `exact`, which splits this session's turns). */
@@ -48,6 +61,8 @@ const { values } = parseArgs({
     'get-mb': { type: 'string', default: '32' },
     /** Also copy the session's SQLite to this path (to profile `bench/lib/finalize-in-node.ts` on it). */
     'keep-sqlite': { type: 'string' },
+    /** Copy Miniflare's persistence directory to this path after the turns, before finalize (`bench/finalize-ab.ts` replays finalize on it). */
+    'keep-persist': { type: 'string' },
     /** Write a V8 CPU profile of workerd during the prefix_merging finalize to this file (DevTools inspector). */
     'profile-finalize': { type: 'string' },
     /** Write a V8 CPU profile of workerd during the last 20 turns to this file (edge and session object: one isolate). */
@@ -56,6 +71,7 @@ const { values } = parseArgs({
 })
 const TURNS = Number(values.turns)
 const RESULT_TOKENS = Number(values['result-tokens'])
+const STRIP_THINKING = values['strip-thinking'] === true
 const ADMIN = 'bench-admin-token'
 const TOOLS = [
   {
@@ -70,6 +86,8 @@ const TOOLS = [
 /** ≈ 25 Qwen3 tokens per line. */
 const OUTPUT_LINE = 'src/config/loader.ts:118: export function loadConfig(path: string): Config { // reads and validates\n'
 const script = Array.from({ length: TURNS }, (_, turn) => ({
+  // Sampled only with thinking on (the default session); ≈ 15 tokens.
+  reasoning: `Turn ${turn}: the matches so far do not show the failing call, list more of them.`,
   tool_calls: [{ name: 'run_shell_command', arguments: { command: `grep -n loadConfig src -r | head -${turn + 10}` } }],
 }))
 
@@ -179,7 +197,12 @@ try {
     if (values['profile-calls'] && edge.inspectorUrl && turn === Math.max(0, TURNS - 20)) {
       callsProfile = await startWorkerdProfile(edge.inspectorUrl)
     }
-    const body = JSON.stringify({ model: 'bench', messages, tools: TOOLS, chat_template_kwargs: { enable_thinking: false } })
+    const body = JSON.stringify({
+      model: 'bench',
+      messages,
+      tools: TOOLS,
+      ...(STRIP_THINKING ? { chat_template_kwargs: { enable_thinking: false } } : {}),
+    })
     finalBodyBytes = Buffer.byteLength(body)
     // One after the other: the measured session's Server-Timing must not include the twin's work.
     const post = (token: string) =>
@@ -200,13 +223,25 @@ try {
     captureMs.push(timing.capture ?? 0)
     const answer = JSON.parse(Buffer.from(answerBytes).toString('utf8')) as {
       usage: { prompt_tokens: number }
-      choices: { message: { content: string | null; tool_calls?: { id: string; function: { name: string; arguments: string } }[] } }[]
+      choices: {
+        message: {
+          content: string | null
+          reasoning_content?: string | null
+          tool_calls?: { id: string; function: { name: string; arguments: string } }[]
+        }
+      }[]
     }
     finalPromptTokens = answer.usage.prompt_tokens
     const message = answer.choices[0]?.message
     const call = message?.tool_calls?.[0]
     if (!message || !call) throw new Error(`turn ${turn}: no tool call`)
-    messages.push({ role: 'assistant', content: message.content, tool_calls: message.tool_calls })
+    // The agent sends the reasoning back as it got it (with thinking on the template re-renders it).
+    messages.push({
+      role: 'assistant',
+      content: message.content,
+      ...(typeof message.reasoning_content === 'string' ? { reasoning_content: message.reasoning_content } : {}),
+      tool_calls: message.tool_calls,
+    })
     const lines = Math.max(1, Math.round(RESULT_TOKENS / 25))
     messages.push({ role: 'tool', tool_call_id: call.id, content: `turn ${turn}\n${OUTPUT_LINE.repeat(lines)}` })
     if ((turn + 1) % 50 === 0) {
@@ -219,6 +254,7 @@ try {
   if (callsProfile && values['profile-calls']) writeFileSync(values['profile-calls'], JSON.stringify(await callsProfile.stop()))
   if (values['calls-only']) {
     finalFigures = {
+      session: STRIP_THINKING ? 'strip-thinking' : 'reasoning-replayed',
       turns: TURNS,
       result_tokens: RESULT_TOKENS,
       turns_seconds: round(turnsSeconds, 1),
@@ -236,6 +272,8 @@ try {
     }
   }
   if (!values['calls-only']) {
+    const keepPersist = values['keep-persist']
+    if (keepPersist) cpSync(persistTo, keepPersist, { recursive: true })
     const rssAfterTurns = workerdRssMb()
     const info = (await (await fetch(`${edge.url}/v1/sessions/${session.session_id}`, { headers: admin })).json()) as {
       storage: { unique_prompt_tokens: number; output_tokens: number; token_bytes: number; text_bytes: number; prompt_tokens_total: number }
@@ -345,6 +383,7 @@ try {
     const last = edgeMs.slice(-10)
     const figures = {
       session_id: session.session_id,
+      session: STRIP_THINKING ? 'strip-thinking' : 'reasoning-replayed',
       turns: TURNS,
       result_tokens: RESULT_TOKENS,
       turns_seconds: round(turnsSeconds, 1),

@@ -39,7 +39,14 @@ export function completionInput(overrides: Partial<CompletionInput> & { completi
 }
 
 /** A growing conversation: turn k's prompt extends turn k-1's prompt + response + interstitial. */
-export function growingSession(turns: number, firstPrompt = 2000, growth = 300, responseLength = 200): CompletionInput[] {
+export function growingSession(
+  turns: number,
+  firstPrompt = 2000,
+  growth = 300,
+  responseLength = 200,
+  /** Each turn's tool message is `output <turn> ` this many times. */
+  toolRepeat = 40,
+): CompletionInput[] {
   const out: CompletionInput[] = []
   let prompt: number[] = Array.from({ length: firstPrompt }, (_, i) => (i * 7919) % 150000)
   const messages: { role: string; content: string }[] = [
@@ -65,7 +72,7 @@ export function growingSession(turns: number, firstPrompt = 2000, growth = 300, 
       (_, i) => (turn * 77 + i) % 150000,
     )
     prompt = [...prompt, ...response, 198, ...toolOutput]
-    messages.push({ role: 'assistant', content: `turn ${turn} answer` }, { role: 'tool', content: `output ${turn} `.repeat(40) })
+    messages.push({ role: 'assistant', content: `turn ${turn} answer` }, { role: 'tool', content: `output ${turn} `.repeat(toolRepeat) })
   }
   return out
 }

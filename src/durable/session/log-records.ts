@@ -17,9 +17,9 @@
  */
 import type { CompletionRecord } from '../../contract/completion-record.ts'
 import type { CompletionLog, CompletionRow } from './completion-log.ts'
-import { type MessageIndex, readTail } from './message-layout.ts'
+import { type MessageIndex, readTail, type TailPiece } from './message-layout.ts'
 import { RequestParser, type SharedPrefix } from './request-messages.ts'
-import type { Sql } from './sql.ts'
+import { ForwardRows } from './forward-rows.ts'
 import { unpackLogprobs, unpackTokens } from './token-codec.ts'
 
 /** `request_base`: the body is coded against the parent's body (else against its own original body). */
@@ -60,6 +60,7 @@ type LightRow = Pick<
   | 'request_suffix'
   | 'request_length'
   | 'original_prefix'
+  | 'original_suffix'
   | 'original_length'
   | 'request_middle'
   | 'request_messages'
@@ -86,13 +87,13 @@ interface TokenRow {
 
 const LIGHT_COLUMNS = `seq, completion_id, created_at, api, agent, model_requested, model_used, stream, status, trainable,
   finish_reason, stop_reason, prompt_parent, prompt_shared, prompt_length, response_tokens, logprobs, logprobs_format,
-  request_base, request_prefix, request_suffix, request_length, original_prefix, original_length,
+  request_base, request_prefix, request_suffix, request_length, original_prefix, original_suffix, original_length,
   CASE WHEN LENGTH(request_middle) <= ${SMALL_MIDDLE_CHARS} THEN request_middle END AS request_middle,
   request_messages, spilled, response_message, usage, warnings, error, timing, provenance, metadata`
 
 /** Prompts by seq, least recently used first, bounded in tokens. */
 class PromptCache {
-  readonly #sql: Sql
+  readonly #rows: ForwardRows<TokenRow>
   readonly #spilledSuffixes: Map<number, Uint32Array>
   readonly #entries = new Map<number, Uint32Array>()
   /** Tokens written so far in each prompt buffer (`#append` extends a buffer only at its end). */
@@ -101,8 +102,8 @@ class PromptCache {
   /** Prompts rebuilt from the log (a measure of the cache's hit rate in tests and benchmarks). */
   loads = 0
 
-  constructor(sql: Sql, spilledSuffixes: Map<number, Uint32Array>) {
-    this.#sql = sql
+  constructor(rows: ForwardRows<TokenRow>, spilledSuffixes: Map<number, Uint32Array>) {
+    this.#rows = rows
     this.#spilledSuffixes = spilledSuffixes
   }
 
@@ -127,10 +128,7 @@ class PromptCache {
   }
 
   #row(seq: number): TokenRow {
-    const row = this.#sql.first<TokenRow>(
-      'SELECT prompt_parent, prompt_shared, prompt_length, prompt_suffix FROM rg_completions WHERE seq = ?',
-      seq,
-    )
+    const row = this.#rows.get(seq)
     if (!row) throw new Error(`completion ${seq} missing`)
     return row
   }
@@ -189,6 +187,12 @@ class PromptCache {
     this.#used.set(data.buffer, length)
     return data.subarray(0, length)
   }
+}
+
+interface MiddleRow {
+  [key: string]: string | null
+  request_middle: string | null
+  original_middle: string | null
 }
 
 /** How a record's bodies are delta-coded (see `CompletionLog.record`). */
@@ -314,6 +318,8 @@ export class LogRecords {
   /** Consecutive bodies of a conversation: only appended messages are parsed. */
   readonly #requests = new RequestParser()
   readonly #bySeq = new Map<number, LogRecord>()
+  /** Each record's two body middles, read forwards a page at a time (`open` sets it). */
+  #middles: ForwardRows<MiddleRow> | null = null
   /** Recently loaded requests, whole, by seq (oldest first). */
   readonly #loaded = new Map<number, Record<string, unknown>>()
   /** Requests loaded from their parent's messages and their new ones (not from the whole body). */
@@ -360,7 +366,24 @@ export class LogRecords {
       if (suffix) spilledSuffixes.set(row.seq, unpackTokens(suffix))
       spilledByRow.set(row.seq, fields)
     }
-    const prompts = new PromptCache(sql, spilledSuffixes)
+    // Routing reads prompts and middles in arrival order: a page of rows per statement (`forward-rows.ts`).
+    const seqs = rows.map((row) => row.seq)
+    const promptRows = new ForwardRows<TokenRow>(sql, 'prompt_parent, prompt_shared, prompt_length, prompt_suffix', seqs, (i) => {
+      const row = rows[i] as LightRow
+      return 64 + 4 * Math.max(0, (row.prompt_length ?? 0) - (row.prompt_parent === null ? 0 : row.prompt_shared))
+    })
+    this.#middles = new ForwardRows<MiddleRow>(sql, 'request_middle, original_middle', seqs, (i) => {
+      const row = rows[i] as LightRow
+      // UTF-16 units; a row written before schema v2 has no lengths: counted as a long middle.
+      const middle = (length: number | null, prefix: number, suffix: number) =>
+        length === null ? SMALL_MIDDLE_CHARS : length - prefix - suffix
+      return (
+        64 +
+        2 * middle(row.request_length, row.request_prefix, row.request_suffix) +
+        2 * middle(row.original_length, row.original_prefix, row.original_suffix)
+      )
+    })
+    const prompts = new PromptCache(promptRows, spilledSuffixes)
     this.#prompts = prompts
     const none = new Map<string, ArrayBuffer>()
     const records = rows.map((row) => new LogRecord(row, sessionId, prompts, spilledByRow.get(row.seq) ?? none))
@@ -404,16 +427,15 @@ export class LogRecords {
     if (parent === undefined || !Array.isArray(parent.messages) || parent.messages.length < index.k) return null
     let requestMiddle = ''
     let originalMiddle = ''
-    if (index.tail.some((piece) => typeof piece !== 'string')) {
-      const middles = reading(() =>
-        this.#log.storage.sql.first<{ request_middle: string | null; original_middle: string | null }>(
-          'SELECT request_middle, original_middle FROM rg_completions WHERE seq = ?',
-          record.seq,
-        ),
-      )
+    const needs = (middle: 'q' | 'o') => (index.tail as TailPiece[]).some((piece) => typeof piece !== 'string' && piece[0] === middle)
+    const needsOriginal = needs('o')
+    // A short request middle came with the small fields: no read at all for the usual turn.
+    const known = record.textDelta.requestMiddle
+    if (needsOriginal || (needs('q') && known === null)) {
+      const middles = reading(() => (this.#middles as ForwardRows<MiddleRow>).get(record.seq))
       requestMiddle = middles?.request_middle ?? (await this.#spilledText(record, 'request_middle'))
       originalMiddle = middles?.original_middle ?? (await this.#spilledText(record, 'original_middle'))
-    }
+    } else if (known !== null) requestMiddle = known
     const tail = readTail(index as MessageIndex & { tail: NonNullable<MessageIndex['tail']> }, requestMiddle, originalMiddle)
     const messages = index.k === 0 ? tail : (parent.messages as unknown[]).slice(0, index.k).concat(tail)
     if (messages.length !== index.n) return null

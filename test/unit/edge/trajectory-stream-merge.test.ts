@@ -12,14 +12,16 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import { MemoryBucket, nodeSql } from '../../../scripts/lib/node-sqlite.ts'
+import { MemoryBucket, nodeSql, nodeSqlExecutor } from '../../../scripts/lib/node-sqlite.ts'
 import type { CompletionRecord } from '../../../src/contract/completion-record.ts'
 import { BlobStore } from '../../../src/durable/session/blob-store.ts'
 import { CompletionLog } from '../../../src/durable/session/completion-log.ts'
+import { PAGE_ROWS } from '../../../src/durable/session/forward-rows.ts'
 import { LogRecords } from '../../../src/durable/session/log-records.ts'
 import type { CompletionInput } from '../../../src/durable/session/record.ts'
 import { ensureSchema } from '../../../src/durable/session/schema.ts'
 import { SliceMemo } from '../../../src/durable/session/slice-memo.ts'
+import { Sql } from '../../../src/durable/session/sql.ts'
 import { JSON_ARRAY_SLICE, JSON_OBJECT_SLICE, jsonChunks, trajectoryChunks } from '../../../src/durable/session/trajectory-stream.ts'
 import { applyMergePreset, prefixMergingConfigSchema, reconstructTrajectory } from '../../../src/reconstruct/index.ts'
 import { startPrefixMerging } from '../../../src/reconstruct/prefix-merging.ts'
@@ -275,6 +277,33 @@ describe('streamed prefix_merging', () => {
     for (const record of records.slice(-5))
       expect(Array.from(record.prompt_token_ids)).toEqual((await log.get(record.seq))?.prompt_token_ids)
     expect(tokens).toBeGreaterThan(0)
+  })
+
+  it('reads prompts and message middles a page of rows per statement, not one statement per record', async () => {
+    // Short middles (a 400-character tool result a turn) come with the small fields; long ones (6 KB) are read in pages.
+    const TURNS = 100
+    for (const toolRepeat of [40, 600]) {
+      const { db } = nodeSql()
+      const executor = nodeSqlExecutor(db)
+      let selects = 0
+      const sql = new Sql({
+        exec(query, ...bindings) {
+          if (/^\s*SELECT/i.test(query)) selects++
+          return executor.exec(query, ...bindings)
+        },
+      })
+      ensureSchema(sql)
+      const log = new CompletionLog(sql, new BlobStore(new MemoryBucket()), SESSION.session_id)
+      for (const input of growingSession(TURNS, 400, 60, 20, toolRepeat)) await log.record(input)
+      const expected = await inMemory(log, { preset: 'tolerant' })
+      selects = 0
+      expect(await streamed(log, { preset: 'tolerant' })).toBe(expected)
+      // One read of the small fields, the first body (read whole), pages of prompt rows, pages of middles
+      // (long ones only): 100 records were 200 statements, one row at a time.
+      expect(PAGE_ROWS).toBeGreaterThanOrEqual(32)
+      const pages = Math.ceil(TURNS / PAGE_ROWS)
+      expect(selects, `tool result ×${toolRepeat}`).toBeLessThanOrEqual(2 + pages + (toolRepeat > 40 ? 2 * pages : 0))
+    }
   })
 
   it('appends a prompt to its parent in place only when nothing was appended there yet (two children of one prompt)', async () => {
