@@ -18,8 +18,12 @@
 
 const KEY = '"prompt_token_ids"'
 const SGLANG_KEY = '"input_token_ids"'
-/** Not worth cutting below this size (a short answer parses in microseconds). */
-export const MIN_CUT_CHARS = 4096
+/**
+ * Not worth cutting below this size: finding and proving the cut scans the answer several times and the
+ * session then reads the ids as text, where a short answer's few thousand ids parse in microseconds (a 2 KB
+ * chat's 18 KB answer spent more on the cut than on parsing its 512 ids; `docs/hot-path.md`).
+ */
+export const MIN_CUT_CHARS = 32 * 1024
 /** Stands in for the cut array; a NUL cannot appear raw in JSON text, so only the cut can put it there. */
 export const PROMPT_IDS_PLACEHOLDER = '\u0000rollgate:prompt_token_ids'
 const PLACEHOLDER_JSON = JSON.stringify(PROMPT_IDS_PLACEHOLDER)

@@ -24,9 +24,15 @@ const PREFIX = /^\/t\/([^/]+)(\/.*)?$/
 
 export type AdminPathResult = { kind: 'none' } | { kind: 'rewritten'; request: Request } | { kind: 'not_found' }
 
+const NONE: AdminPathResult = { kind: 'none' }
+
 /** Strip a `/t/<token>` prefix into an `Authorization: Bearer` header (admin routes only). */
 export function rewriteAdminPath(request: Request): AdminPathResult {
-  const url = new URL(request.url)
+  // Most requests are not under `/t/`: told from the URL's text without parsing it (`scheme://host/path`).
+  const raw = request.url
+  const pathStart = raw.indexOf('/', raw.indexOf('//') + 2)
+  if (pathStart < 0 || !raw.startsWith('/t/', pathStart)) return NONE
+  const url = new URL(raw)
   const match = PREFIX.exec(url.pathname)
   if (!match) return { kind: 'none' }
   const token = decodeURIComponent(match[1] ?? '')

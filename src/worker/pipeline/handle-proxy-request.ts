@@ -35,10 +35,19 @@ export interface ProxyContext {
 
 const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'))
 
+/** Random bytes drawn 12 per id from a pool refilled every 256 ids (one `getRandomValues` call, not one per call). */
+const ID_BYTES = 12
+const idPool = new Uint8Array(ID_BYTES * 256)
+let idPoolAt = idPool.length
+
 export function newCompletionId(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(12))
+  if (idPoolAt === idPool.length) {
+    crypto.getRandomValues(idPool)
+    idPoolAt = 0
+  }
   let hex = 'cmpl_'
-  for (let i = 0; i < bytes.length; i++) hex += HEX[bytes[i] as number]
+  for (let i = idPoolAt; i < idPoolAt + ID_BYTES; i++) hex += HEX[idPool[i] as number]
+  idPoolAt += ID_BYTES
   return hex
 }
 

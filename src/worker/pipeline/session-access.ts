@@ -48,8 +48,23 @@ export interface SessionAccess {
   stillValid(): Promise<void>
 }
 
+/** Session id → its object's id (`idFromName` hashes the name on every call); bounded like the caches above. */
+const objectIds = new Map<string, DurableObjectId>()
+let objectIdsOf: DurableObjectNamespace | null = null
+
 export function sessionStub(env: Env, sessionId: string): SessionRpc {
-  return env.SESSIONS.get(env.SESSIONS.idFromName(sessionId)) as unknown as SessionRpc
+  const namespace = env.SESSIONS as unknown as DurableObjectNamespace
+  if (objectIdsOf !== namespace) {
+    objectIds.clear()
+    objectIdsOf = namespace
+  }
+  let id = objectIds.get(sessionId)
+  if (!id) {
+    id = namespace.idFromName(sessionId)
+    if (objectIds.size >= CACHE_LIMIT) objectIds.clear()
+    objectIds.set(sessionId, id)
+  }
+  return namespace.get(id) as unknown as SessionRpc
 }
 
 export async function authenticateSession(

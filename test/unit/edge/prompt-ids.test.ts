@@ -171,7 +171,7 @@ describe('incremental prompt ids', () => {
 })
 
 describe('cutting the prompt ids out of an engine answer', () => {
-  const ids = Array.from({ length: 3000 }, (_, i) => (i * 7919) % 151000)
+  const ids = Array.from({ length: 8000 }, (_, i) => (i * 7919) % 151000)
   const vllm = {
     id: 'chatcmpl-1',
     model: 'Qwen/Qwen3-8B',
@@ -190,6 +190,16 @@ describe('cutting the prompt ids out of an engine answer', () => {
     expect(Array.from(promptIdsFromText(completion.promptTokenText as string) ?? [])).toEqual(ids)
     expect(completion.usage.inputTokens).toBe(ids.length)
     expect(completion.responseTokenIds).toEqual([5, 151645])
+  })
+
+  it('parses a short answer whole: below 32 KB the cut costs more than the ids it saves parsing', () => {
+    const short = { ...vllm, prompt_token_ids: ids.slice(0, 3000), usage: { prompt_tokens: 3000, completion_tokens: 2 } }
+    const text = JSON.stringify(short)
+    expect(text.length).toBeGreaterThan(16 * 1024)
+    expect(text.length).toBeLessThan(MIN_CUT_CHARS)
+    const answer = parseEngineAnswerText(text)
+    expect(answer.promptIdsText).toBeNull()
+    expect(parseEngineResponse(answer.json, answer.promptIdsText).promptTokenIds).toEqual(ids.slice(0, 3000))
   })
 
   it('cuts SGLang’s choice-level prompt_token_ids and Python’s spaced JSON', () => {
