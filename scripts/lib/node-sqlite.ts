@@ -57,17 +57,20 @@ export class MemoryBucket implements BlobBucket, PartBucket {
 
   async createMultipartUpload(key: string): Promise<MultipartUpload> {
     const parts = new Map<number, Uint8Array>()
+    /** Part sizes (`keep: false` holds no bytes: a part's size is all it keeps). */
+    const sizes = new Map<number, number>()
     return {
       uploadPart: async (partNumber: number, value: Uint8Array): Promise<UploadedPart> => {
         this.parts++
-        parts.set(partNumber, this.#keep ? value.slice() : new Uint8Array(value.byteLength))
+        sizes.set(partNumber, value.byteLength)
+        if (this.#keep) parts.set(partNumber, value.slice())
         return { partNumber, etag: `etag-${partNumber}` }
       },
       complete: async (uploaded: UploadedPart[]) => {
-        const chunks = uploaded.map((part) => parts.get(part.partNumber) as Uint8Array)
-        const size = chunks.reduce((sum, chunk) => sum + chunk.byteLength, 0)
+        const size = uploaded.reduce((sum, part) => sum + (sizes.get(part.partNumber) ?? 0), 0)
         this.sizes.set(key, size)
         if (!this.#keep) return {}
+        const chunks = uploaded.map((part) => parts.get(part.partNumber) as Uint8Array)
         const out = new Uint8Array(size)
         let at = 0
         for (const chunk of chunks) {
@@ -79,6 +82,7 @@ export class MemoryBucket implements BlobBucket, PartBucket {
       },
       abort: async () => {
         parts.clear()
+        sizes.clear()
       },
     }
   }
