@@ -12,10 +12,16 @@
  * the protocol before them) — the before/after in one run.
  *
  * On a shared machine the figures drift by more than the tunnel costs, so concurrency 1 is measured in
- * pairs: each iteration sends one request down every path in turn, and `tunnel_added_p50_ms` is the
- * median of the per-iteration differences tunnel − direct. Concurrency 32 alternates rounds per path and
+ * pairs: each iteration sends one request down every path in turn, and a round's added latency is the
+ * median of its per-iteration differences tunnel − direct. Concurrency 32 alternates the paths within each
+ * round; a round's throughput ratio is tunnel ÷ direct of that round. The three target figures are the
+ * medians over `--rounds` (default 3) of the per-round figures (each round's figure is reported too). It
  * also reports the CPU milliseconds per request of workerd, of this process (the load generator) and of
- * the runner processes.
+ * the runner processes (summed over all rounds).
+ *
+ * `--runner-b DIR`: DIR is another checkout of this repo (e.g. `git worktree add` of main, with a
+ * `node_modules` link); its runner answers a third tunnel path, `tunnel_b`, with the same options as
+ * `tunnel`'s — two runner builds side by side against the same edge (`tunnel_b_*` figures).
  *
  * Every loop is bounded in count and time. Last line: one JSON object with every figure, and
  * `targets` (issue #10, item 3): the tunnel adds ≤ 1.5 ms p50 over the direct edge call at 2 KB and
@@ -34,7 +40,7 @@ const SIZES: Record<string, number> = { '2KB': 2 * 1024, '54KB': 54 * 1024, '524
 
 const { values } = parseArgs({
   options: {
-    rounds: { type: 'string', default: '2' },
+    rounds: { type: 'string', default: '3' },
     'c1-count': { type: 'string', default: '150' },
     'c32-count': { type: 'string', default: '640' },
     'max-seconds': { type: 'string', default: '15' },
@@ -43,11 +49,20 @@ const { values } = parseArgs({
     sizes: { type: 'string', default: '2KB,54KB' },
     /** Paths to measure (`direct` and `tunnel` always are): upstream, bare_session, direct, tunnel_v1, tunnel. */
     paths: { type: 'string', default: 'upstream,bare_session,direct,tunnel_v1,tunnel' },
+    'runner-b': { type: 'string' },
   },
 })
 
+/** Median of numbers (the mean of the middle two for an even count). */
+function medianOf(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  if (sorted.length === 0) return Number.NaN
+  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
+}
+
 function median(results: LoadResult[]): LoadResult {
-  const pick = (key: keyof LoadResult) => results.map((r) => r[key]).sort((a, b) => a - b)[Math.floor(results.length / 2)] as number
+  const pick = (key: keyof LoadResult) => medianOf(results.map((r) => r[key]))
   return {
     requests: results.reduce((s, r) => s + r.requests, 0),
     errors: results.reduce((s, r) => s + r.errors, 0),
@@ -138,13 +153,16 @@ const stack = await startTunnelStack({
   onLog: (level, message) => {
     if (level === 'warn' || level === 'error') console.error(message)
   },
+  ...(values['runner-b'] ? { runnerB: values['runner-b'] } : {}),
 })
-const { runner, runnerV1, tokens } = stack
+const { runner, runnerV1, runnerB, tokens } = stack
 console.log(`edge runtime: ${values.runtime} at ${stack.edge.url}; upstream stub at ${stack.stubUrl}`)
 const figures: Record<string, unknown> = { runtime: values.runtime, sessions_per_route: SESSIONS_PER_ROUTE, loadavg_start: loadavg() }
+/** Tunnel paths compared with `direct` (`tunnel_b` only with `--runner-b`). */
+const TUNNELS = ['tunnel', 'tunnel_v1', 'tunnel_b'] as const
 try {
   const workerd = workerdPids()
-  const rounds = Number(values.rounds)
+  const rounds = Math.max(1, Number(values.rounds))
   const maxMs = Number(values['max-seconds']) * 1000
   for (const sizeName of (values.sizes ?? '').split(',').filter((name) => name in SIZES)) {
     const body = Buffer.from(JSON.stringify(chatBody(SIZES[sizeName] as number)))
@@ -161,42 +179,68 @@ try {
       direct: viaEdge(tokens.direct),
       tunnel_v1: viaEdge(tokens.tunnel_v1),
       tunnel: viaEdge(tokens.tunnel),
+      tunnel_b: viaEdge(tokens.tunnel_b),
     }
-    const wanted = new Set(['direct', 'tunnel', ...(values.paths ?? '').split(',')])
+    const wanted = new Set(['direct', 'tunnel', ...(values.paths ?? '').split(','), ...(runnerB ? ['tunnel_b'] : [])])
     const targets = Object.fromEntries(Object.entries(allTargets).filter(([name]) => wanted.has(name)))
+    const tunnels = TUNNELS.filter((name) => name in targets)
 
-    // Concurrency 1: paired.
+    // Concurrency 1: paired, in rounds; a round's added latency is the median of its paired differences.
     const c1Count = Number(values['c1-count'])
     const first = Object.fromEntries(Object.entries(targets).map(([name, target]) => [name, target(0)]))
     await pairedLoad(first, { count: 20, maxMs })
-    const paired = await pairedLoad(first, { count: rounds * c1Count, maxMs: rounds * maxMs })
-    const p50s = Object.fromEntries(Object.entries(paired.latencies).map(([name, list]) => [name, round3(percentile(list, 50))]))
-    const l = paired.latencies as Record<string, number[]>
+    const all: Record<string, number[]> = Object.fromEntries(Object.keys(targets).map((name) => [name, []]))
+    const addedRounds: Record<string, number[]> = Object.fromEntries([...tunnels, 'admission'].map((name) => [name, []]))
+    let c1Errors = 0
+    for (let r = 0; r < rounds; r++) {
+      const paired = await pairedLoad(first, { count: c1Count, maxMs })
+      c1Errors += paired.errors
+      const l = paired.latencies as Record<string, number[]>
+      for (const [name, list] of Object.entries(l)) all[name]?.push(...list)
+      for (const name of tunnels) addedRounds[name]?.push(pairedDiff(l[name] as number[], l.direct as number[]))
+      if (l.bare_session) addedRounds.admission?.push(pairedDiff(l.direct as number[], l.bare_session))
+    }
+    const added = (name: string) => {
+      const list = addedRounds[name] ?? []
+      return list.length ? round3(medianOf(list)) : null
+    }
+    const p50s = Object.fromEntries(Object.entries(all).map(([name, list]) => [name, round3(percentile(list, 50))]))
     const c1Key = `${sizeName}_c1`
     figures[c1Key] = {
       body_bytes: body.length,
-      iterations: l.direct?.length,
-      errors: paired.errors,
+      iterations: all.direct?.length,
+      errors: c1Errors,
       p50_ms: p50s,
-      p99_ms: Object.fromEntries(Object.entries(l).map(([name, list]) => [name, round3(percentile(list, 99))])),
-      tunnel_added_p50_ms: round3(pairedDiff(l.tunnel as number[], l.direct as number[])),
-      tunnel_v1_added_p50_ms: l.tunnel_v1 ? round3(pairedDiff(l.tunnel_v1, l.direct as number[])) : null,
-      admission_added_p50_ms: l.bare_session ? round3(pairedDiff(l.direct as number[], l.bare_session)) : null,
+      p99_ms: Object.fromEntries(Object.entries(all).map(([name, list]) => [name, round3(percentile(list, 99))])),
+      tunnel_added_p50_ms: added('tunnel'),
+      tunnel_added_p50_ms_rounds: (addedRounds.tunnel ?? []).map(round3),
+      tunnel_v1_added_p50_ms: added('tunnel_v1'),
+      ...(runnerB
+        ? { tunnel_b_added_p50_ms: added('tunnel_b'), tunnel_b_added_p50_ms_rounds: (addedRounds.tunnel_b ?? []).map(round3) }
+        : {}),
+      admission_added_p50_ms: added('admission'),
     }
     const c1 = figures[c1Key] as Record<string, number>
     console.log(
       `${c1Key.padEnd(9)} p50 ms: ${Object.entries(p50s)
         .map(([name, value]) => `${name} ${value.toFixed(2)}`)
+        .join(' | ')} | paired, median of ${rounds} rounds: tunnel adds ${c1.tunnel_added_p50_ms} ms (${(addedRounds.tunnel ?? [])
+        .map((n) => n.toFixed(2))
         .join(
-          ' | ',
-        )} | paired: tunnel adds ${c1.tunnel_added_p50_ms} ms, v1 adds ${c1.tunnel_v1_added_p50_ms ?? '-'} ms (errors ${paired.errors})`,
+          ' ',
+        )}), v1 adds ${c1.tunnel_v1_added_p50_ms ?? '-'} ms${runnerB ? `, b adds ${c1.tunnel_b_added_p50_ms} ms` : ''} (errors ${c1Errors})`,
     )
 
     // Concurrency 32: rounds, alternating the paths so drift hits all of them alike.
     const concurrency = 32
     const count = Number(values['c32-count'])
     const results: Record<string, LoadResult[]> = {}
-    const runnerPids = [runner.pid, runnerV1.pid]
+    const runnerPids: Record<string, number[]> = {
+      tunnel: [runner.pid],
+      tunnel_v1: [runnerV1.pid],
+      tunnel_b: runnerB ? [runnerB.pid] : [],
+    }
+    const allRunners = Object.values(runnerPids).flat()
     const cpu: Record<string, { workerd: number; node: number; runner: number; requests: number }> = {}
     for (const [name, target] of Object.entries(targets)) {
       await runLoad(target, { concurrency, count: Math.min(count, 40), maxMs })
@@ -205,14 +249,16 @@ try {
     }
     for (let r = 0; r < rounds; r++) {
       for (const [name, target] of rotated(Object.entries(targets), r)) {
+        // A tunnel path is charged its own runner's CPU; the others all runners' (idle ones: heartbeats).
+        const pids = runnerPids[name] ?? allRunners
         const w0 = cpuMs(workerd)
-        const r0 = cpuMs(runnerPids)
+        const r0 = cpuMs(pids)
         const n0 = process.cpuUsage()
         const result = await runLoad(target, { concurrency, count, maxMs })
         const n1 = process.cpuUsage(n0)
         const spent = cpu[name] as { workerd: number; node: number; runner: number; requests: number }
         spent.workerd += cpuMs(workerd) - w0
-        spent.runner += cpuMs(runnerPids) - r0
+        spent.runner += cpuMs(pids) - r0
         spent.node += (n1.user + n1.system) / 1000
         spent.requests += result.requests
         results[name]!.push(result)
@@ -223,6 +269,10 @@ try {
     const d = merged.direct as LoadResult
     const t = merged.tunnel as LoadResult
     const v1 = merged.tunnel_v1
+    /** Per round: that round's tunnel ÷ direct throughput. */
+    const ratioRounds = (name: string) =>
+      (results[name] ?? []).map((result, r) => round3(result.throughput / ((results.direct as LoadResult[])[r] as LoadResult).throughput))
+    const ratio = (name: string) => (results[name] ? round3(medianOf(ratioRounds(name))) : null)
     const perRequest = Object.fromEntries(
       Object.entries(cpu).map(([name, spent]) => [
         name,
@@ -238,21 +288,29 @@ try {
       ...merged,
       cpu_ms_per_request: perRequest,
       tunnel_added_p50_ms: round3(t.p50 - d.p50),
-      tunnel_throughput_ratio: round3(t.throughput / d.throughput),
-      tunnel_v1_throughput_ratio: v1 ? round3(v1.throughput / d.throughput) : null,
+      tunnel_throughput_ratio: ratio('tunnel'),
+      tunnel_throughput_ratio_rounds: ratioRounds('tunnel'),
+      tunnel_v1_throughput_ratio: ratio('tunnel_v1'),
+      ...(runnerB ? { tunnel_b_throughput_ratio: ratio('tunnel_b'), tunnel_b_throughput_ratio_rounds: ratioRounds('tunnel_b') } : {}),
     }
     const c = perRequest as Record<string, { workerd: number; runner: number }>
+    const f = figures[key] as Record<string, number | null>
+    const b = merged.tunnel_b
     console.log(
-      `${key.padEnd(9)} req/s: direct ${d.throughput.toFixed(0)} | tunnel ${t.throughput.toFixed(0)} (${(t.throughput / d.throughput).toFixed(2)}×) | v1 ${v1 ? `${v1.throughput.toFixed(0)} (${(v1.throughput / d.throughput).toFixed(2)}×)` : '-'} | errors ${t.errors + d.errors + (v1?.errors ?? 0)} | CPU ms/req workerd+runner: direct ${c.direct?.workerd}+${c.direct?.runner} tunnel ${c.tunnel?.workerd}+${c.tunnel?.runner} v1 ${c.tunnel_v1?.workerd}+${c.tunnel_v1?.runner}`,
+      `${key.padEnd(9)} req/s: direct ${d.throughput.toFixed(0)} | tunnel ${t.throughput.toFixed(0)} (median ratio ${f.tunnel_throughput_ratio}×: ${ratioRounds('tunnel').join(' ')}) | v1 ${v1 ? `${v1.throughput.toFixed(0)} (${f.tunnel_v1_throughput_ratio}×)` : '-'}${b ? ` | b ${b.throughput.toFixed(0)} (${f.tunnel_b_throughput_ratio}×)` : ''} | errors ${Object.values(merged).reduce((sum, m) => sum + m.errors, 0)} | CPU ms/req workerd+runner: direct ${c.direct?.workerd}+${c.direct?.runner} tunnel ${c.tunnel?.workerd}+${c.tunnel?.runner} v1 ${c.tunnel_v1?.workerd}+${c.tunnel_v1?.runner}${b ? ` b ${c.tunnel_b?.workerd}+${c.tunnel_b?.runner}` : ''}`,
     )
   }
   figures.targets = targets(figures)
   console.log(
-    `targets: ${Object.entries(figures.targets as Record<string, Target>)
+    `targets (medians of ${rounds} rounds): ${Object.entries(figures.targets as Record<string, Target>)
       .map(([name, t]) => `${name} ${t.value} (${t.kind} ${t.limit}) ${t.met === null ? 'not run' : t.met ? 'met' : 'MISSED'}`)
       .join(' | ')}`,
   )
-  figures.tunnel_requests_served = { tunnel: (await runner.stats()).tunnelRequests, tunnel_v1: (await runnerV1.stats()).tunnelRequests }
+  figures.tunnel_requests_served = {
+    tunnel: (await runner.stats()).tunnelRequests,
+    tunnel_v1: (await runnerV1.stats()).tunnelRequests,
+    ...(runnerB ? { tunnel_b: (await runnerB.stats()).tunnelRequests } : {}),
+  }
   figures.loadavg_end = loadavg()
   const status = (await (await stack.admin('/rollout/status')).json()) as { nodes: { nodes: { node_id: string; healthy: boolean }[] } }
   figures.runner_healthy_at_end = status.nodes.nodes.find((node) => node.node_id === 'bench-runner')?.healthy ?? false

@@ -91,6 +91,7 @@ export class RunnerAgent {
       port: {
         send: (message) => this.connection.send(message),
         flushed: (signal) => this.connection.flushed(signal),
+        saturated: () => this.connection.saturated(),
         features: () => this.#tunnelFeatures,
       },
       log: options.log,

@@ -34,12 +34,19 @@ export interface TunnelRunner {
   shutdown(): Promise<void>
 }
 
-/** Fork a runner process, connected and registered once this resolves. */
-export async function startTunnelRunner(options: RunnerClientOptions): Promise<TunnelRunner> {
-  const child: ChildProcess = fork(fileURLToPath(import.meta.url), [JSON.stringify(options)], {
+/**
+ * Fork a runner process, connected and registered once this resolves. `script`: this file from another
+ * checkout (`bench:tunnel --runner-b`), so two runner builds answer side by side against the same edge.
+ */
+export async function startTunnelRunner(options: RunnerClientOptions, script = fileURLToPath(import.meta.url)): Promise<TunnelRunner> {
+  const child: ChildProcess = fork(script, [JSON.stringify(options)], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    // TUNNEL_RUNNER_PROFILE=<dir>: a V8 CPU profile of each runner process, written when it exits.
-    execArgv: process.env.TUNNEL_RUNNER_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.TUNNEL_RUNNER_PROFILE}`] : [],
+    // TUNNEL_RUNNER_PROFILE=<dir>: a V8 CPU profile of each runner process, written when it exits;
+    // TUNNEL_RUNNER_NODE_ARGS: more Node flags for the runner processes (e.g. `--trace-gc`).
+    execArgv: [
+      ...(process.env.TUNNEL_RUNNER_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.TUNNEL_RUNNER_PROFILE}`] : []),
+      ...(process.env.TUNNEL_RUNNER_NODE_ARGS?.split(' ').filter(Boolean) ?? []),
+    ],
   })
   process.once('exit', () => child.kill('SIGKILL'))
   let next = 1

@@ -7,10 +7,13 @@
  * walked to RUNNING (same admission check and generation gate), so paths differ by the tunnel alone:
  * `tunnel` (runner route via `bench-runner`), `direct` (the same runner holds them, the engine is called by
  * the edge), `tunnel_v1` (runner route via `bench-runner-v1`), and `bare` capture sessions (no rollout).
+ * With `runnerB` (another checkout of this repo), a third runner, `bench-runner-b`, runs that checkout's
+ * runner code (same options as `bench-runner`) and answers the `tunnel_b` sessions: two runner builds side
+ * by side against the same edge.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import type { SessionAssignment } from '../../src/contract/runner-protocol.ts'
 import { type MiniflareEdge, startMiniflareEdge } from '../../scripts/lib/miniflare-edge.ts'
 import { startEdge } from '../../scripts/lib/processes.ts'
@@ -27,8 +30,10 @@ export interface TunnelStack {
   stubUrl: string
   runner: TunnelRunner
   runnerV1: TunnelRunner
-  /** Session tokens per path. */
-  tokens: { tunnel: string[]; direct: string[]; tunnel_v1: string[]; bare: string[] }
+  /** The other checkout's runner (`runnerB`), else null. */
+  runnerB: TunnelRunner | null
+  /** Session tokens per path (`tunnel_b` empty without `runnerB`). */
+  tokens: { tunnel: string[]; direct: string[]; tunnel_v1: string[]; tunnel_b: string[]; bare: string[] }
   admin(path: string, body?: unknown): Promise<Response>
   stop(): Promise<void>
 }
@@ -40,6 +45,8 @@ export async function startTunnelStack(options: {
   scriptPath?: string
   inspector?: boolean
   onLog?: (level: string, message: string) => void
+  /** Root of another checkout whose runner answers the `tunnel_b` sessions (its node_modules resolvable). */
+  runnerB?: string
 }): Promise<TunnelStack> {
   const stub = await startStub()
   const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-bench-tunnel-'))
@@ -53,8 +60,10 @@ export async function startTunnelStack(options: {
   let edge: MiniflareEdge | { url: string; inspectorUrl: null; stop(): Promise<void> } | null = null
   let runner: TunnelRunner | null = null
   let runnerV1: TunnelRunner | null = null
+  let runnerB: TunnelRunner | null = null
   const stop = async () => {
     await runner?.shutdown().catch(() => {})
+    await runnerB?.shutdown().catch(() => {})
     await runnerV1?.shutdown().catch(() => {})
     await edge?.stop()
     await stub.stop()
@@ -113,6 +122,17 @@ export async function startTunnelStack(options: {
     runner = await startTunnelRunner({ ...runnerOptions, runnerId: 'bench-runner', tunnel: 'credit', deflate: false })
     const tunnel = await runningSessions(runner, 'bench-tunnel', { route: 'runner' })
     const direct = await runningSessions(runner, 'bench-direct', { route: 'direct', url: stub.url, served_model: 'Qwen/Qwen3-8B' })
+    let tunnelB: SessionAssignment[] = []
+    if (options.runnerB) {
+      // Room for exactly one route's sessions, so the v1 sessions below cannot land on it.
+      const capacityB = { ...capacity, max_run_workers: SESSIONS_PER_ROUTE - 2 }
+      const script = resolve(options.runnerB, 'bench/lib/tunnel-runner.ts')
+      runnerB = await startTunnelRunner(
+        { ...runnerOptions, capacity: capacityB, runnerId: 'bench-runner-b', tunnel: 'credit', deflate: false },
+        script,
+      )
+      tunnelB = await runningSessions(runnerB, 'bench-tunnel-b', { route: 'runner' })
+    }
     runnerV1 = await startTunnelRunner({ ...runnerOptions, runnerId: 'bench-runner-v1', tunnel: 'v1' })
     const tunnelV1 = await runningSessions(runnerV1, 'bench-tunnel-v1', { route: 'runner' })
     const bare: string[] = []
@@ -126,7 +146,8 @@ export async function startTunnelStack(options: {
       stubUrl: stub.url,
       runner,
       runnerV1,
-      tokens: { tunnel: tunnel.map(token), direct: direct.map(token), tunnel_v1: tunnelV1.map(token), bare },
+      runnerB,
+      tokens: { tunnel: tunnel.map(token), direct: direct.map(token), tunnel_v1: tunnelV1.map(token), tunnel_b: tunnelB.map(token), bare },
       admin,
       stop,
     }

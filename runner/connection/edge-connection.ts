@@ -147,6 +147,12 @@ export class EdgeConnection {
     })
   }
 
+  /** Whether the socket holds more than `HIGH_WATER_BYTES` unsent. */
+  saturated(): boolean {
+    const ws = this.#ws
+    return ws?.readyState === WebSocket.OPEN && ws.bufferedAmount > HIGH_WATER_BYTES
+  }
+
   /** Backpressure: wait while the socket holds more than `HIGH_WATER_BYTES` unsent (or until it closes). */
   async flushed(signal?: AbortSignal): Promise<void> {
     while (this.#ws?.readyState === WebSocket.OPEN && this.#ws.bufferedAmount > HIGH_WATER_BYTES && !signal?.aborted) {

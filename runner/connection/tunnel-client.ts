@@ -15,12 +15,13 @@
  * Without credits (a v1 edge) the request body is buffered whole (bounded by `maxBodyChars`) and the engine's
  * answer is read only as fast as the WebSocket drains (`flushed()` before each read).
  *
- * The engine is called with Node's `http.request` over a keep-alive agent, not `fetch`: undici's WHATWG
- * streams and their garbage cost this side about twice the CPU per call (`npm run profile:tunnel`).
+ * The engine is called with undici's `dispatch` over a keep-alive pool: no `fetch` (its WHATWG streams and
+ * their garbage cost this side about twice the CPU per call) and no `node:http` (its parser copies every
+ * body chunk, and its request/response objects cost more per call; `npm run bench:tunnel-runner`).
  * Flow control is `src/contract/tunnel-credit.ts`, the same code the edge runs.
  */
-import { Agent as HttpAgent, type ClientRequest, type IncomingMessage, type RequestOptions, request as httpRequest } from 'node:http'
-import { Agent as HttpsAgent, request as httpsRequest } from 'node:https'
+import type { Readable } from 'node:stream'
+import { type Dispatcher, Pool } from 'undici'
 import {
   type EdgeMessage,
   type RunnerMessageInput,
@@ -47,6 +48,8 @@ export interface TunnelPort {
   send(message: RunnerMessageInput | RunnerBodyFrame): boolean
   /** Resolves when the link can take more (below its high-water mark). */
   flushed(signal?: AbortSignal): Promise<void>
+  /** Whether the link is above its high-water mark now; absent: `flushed` is awaited before every read. */
+  saturated?(): boolean
   /** The features negotiated on the current connection; absent or null: plain v1. */
   features?(): TunnelFeatures | null
 }
@@ -82,32 +85,133 @@ interface Streamed {
   body: CreditedQueue
 }
 
-/** Hop-by-hop and length headers never forwarded (each hop sets its own); the engine is asked for identity encoding. */
-const DROP_HEADERS = new Set(['host', 'connection', 'content-length', 'transfer-encoding', 'keep-alive', 'upgrade', 'accept-encoding'])
+/**
+ * Hop-by-hop and length headers never forwarded (each hop sets its own); the engine is asked for identity
+ * encoding. `expect` is a hop's business too (and the HTTP client refuses it).
+ */
+const DROP_HEADERS = new Set([
+  'host',
+  'connection',
+  'content-length',
+  'transfer-encoding',
+  'keep-alive',
+  'upgrade',
+  'accept-encoding',
+  'expect',
+])
 const PLAIN_V1: TunnelFeatures = { binary: false, credit: false, windowBytes: TUNNEL_WINDOW_BYTES }
-
-/** Node's `http.request` for the engine call (undici's `fetch` cost this side about twice the CPU per call). */
-function engineRequest(target: URL, agent: HttpAgent, call: Call, headers: Record<string, string>): ClientRequest {
-  const options: RequestOptions = {
-    agent,
-    protocol: target.protocol,
-    hostname: target.hostname,
-    port: target.port,
-    method: call.method,
-    path: `${target.pathname.replace(/\/$/, '')}${call.path}`,
-    headers,
-  }
-  return target.protocol === 'https:' ? httpsRequest(options) : httpRequest(options)
-}
+/** Unread answer bytes held here before the engine connection is paused (the link drains slower than the engine sends). */
+const ANSWER_READ_AHEAD_BYTES = 64 * 1024
 
 /** One header value per name (a repeated header, e.g. set-cookie, joined as HTTP allows). */
-function flatHeaders(message: IncomingMessage): Record<string, string> {
+function flatHeaders(headers: Record<string, string | string[] | undefined>): Record<string, string> {
   const out: Record<string, string> = {}
-  for (const [key, value] of Object.entries(message.headers)) {
+  for (const key in headers) {
+    const value = headers[key]
     if (value === undefined || DROP_HEADERS.has(key)) continue
     out[key] = Array.isArray(value) ? value.join(', ') : value
   }
   return out
+}
+
+/** The engine's answer to one call, as undici's dispatch delivers it: its head, then its body read chunk by chunk. */
+class EngineAnswer implements Dispatcher.DispatchHandler {
+  status = 0
+  headers: Record<string, string> = {}
+  /** Resolves with the head (status and headers); rejects when the call fails first. */
+  readonly head: Promise<void>
+  #started: (() => void) | null = null
+  #failed: ((error: Error) => void) | null = null
+  #controller: Dispatcher.DispatchController | null = null
+  #abortReason: Error | null = null
+  readonly #chunks: Buffer[] = []
+  #queued = 0
+  #ended = false
+  #error: Error | null = null
+  #waiter: (() => void) | null = null
+
+  constructor() {
+    this.head = new Promise<void>((resolve, reject) => {
+      this.#started = resolve
+      this.#failed = reject
+    })
+    // Errors after the head surface through `read` (or are moot once the call is over).
+    this.head.catch(() => {})
+  }
+
+  /** End the call from this side (cancel, timeout, link gone). */
+  abort(reason: Error): void {
+    this.#abortReason = reason
+    if (this.#controller && !this.#controller.aborted) this.#controller.abort(reason)
+  }
+
+  /** The next body chunk, or null at the end; rejects once the call failed. */
+  async read(): Promise<Buffer | null> {
+    for (;;) {
+      const chunk = this.#chunks.shift()
+      if (chunk) {
+        this.#queued -= chunk.byteLength
+        if (this.#controller?.paused && this.#queued < ANSWER_READ_AHEAD_BYTES) this.#controller.resume()
+        return chunk
+      }
+      if (this.#error) throw this.#error
+      if (this.#ended) return null
+      await new Promise<void>((resolve) => {
+        this.#waiter = resolve
+      })
+    }
+  }
+
+  #wake(): void {
+    const waiter = this.#waiter
+    this.#waiter = null
+    waiter?.()
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller
+    if (this.#abortReason) controller.abort(this.#abortReason)
+  }
+
+  onResponseStart(
+    _controller: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+  ): void {
+    if (statusCode < 200) return // informational (1xx): the final head follows
+    this.status = statusCode
+    this.headers = flatHeaders(headers)
+    this.#started?.()
+    this.#started = null
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.#chunks.push(chunk)
+    this.#queued += chunk.byteLength
+    if (this.#queued >= ANSWER_READ_AHEAD_BYTES) controller.pause()
+    this.#wake()
+  }
+
+  onResponseEnd(): void {
+    this.#ended = true
+    this.#wake()
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+    this.#error = error
+    this.#failed?.(error)
+    this.#started = null
+    this.#wake()
+  }
+}
+
+/** A request body arriving in frames, as the iterable the engine call streams from. */
+async function* bodyChunks(body: CreditedQueue): AsyncGenerator<Uint8Array> {
+  for (;;) {
+    const chunk = await body.read()
+    if (!chunk) return
+    yield chunk
+  }
 }
 
 export class TunnelClient {
@@ -115,7 +219,10 @@ export class TunnelClient {
   readonly #receiving = new Map<string, Buffered | Streamed>()
   readonly #inflight = new Map<string, { controller: AbortController; credit: CreditWindow | null }>()
   readonly #target: URL | null
-  readonly #agent: HttpAgent
+  /** Keep-alive connections to the engine (none without an engine). */
+  readonly #pool: Pool | null
+  /** The engine URL's path, prefixed to every call's path. */
+  readonly #basePath: string
   readonly stats = {
     requests: 0,
     errors: 0,
@@ -136,9 +243,9 @@ export class TunnelClient {
   constructor(options: TunnelClientOptions) {
     this.options = options
     this.#target = options.upstreamUrl ? new URL(options.upstreamUrl) : null
-    // Keep-alive to the engine; sockets kept warm are reused most-recent first.
-    const agentOptions = { keepAlive: true, scheduling: 'lifo' as const }
-    this.#agent = this.#target?.protocol === 'https:' ? new HttpsAgent(agentOptions) : new HttpAgent(agentOptions)
+    this.#basePath = this.#target ? this.#target.pathname.replace(/\/$/, '') : ''
+    // As many keep-alive connections as calls in flight; no timeouts of undici's own (each call has its deadline).
+    this.#pool = this.#target ? new Pool(this.#target.origin, { connections: null, headersTimeout: 0, bodyTimeout: 0 }) : null
   }
 
   get inflight(): number {
@@ -184,7 +291,7 @@ export class TunnelClient {
 
   /** Close idle keep-alive sockets to the engine (the runner is stopping). */
   close(): void {
-    this.#agent.destroy()
+    void this.#pool?.destroy().catch(() => {})
   }
 
   #maxBody(): number {
@@ -274,7 +381,8 @@ export class TunnelClient {
   async #forward(requestId: string, call: Call, body: Payload | CreditedQueue): Promise<void> {
     this.stats.requests++
     const target = this.#target
-    if (!target) {
+    const pool = this.#pool
+    if (!target || !pool) {
       this.stats.errors++
       if (body instanceof CreditedQueue) this.#receiving.delete(requestId)
       this.#send({ type: 'tunnel.error', request_id: requestId, message: 'this runner serves no model (no --upstream)' })
@@ -286,38 +394,34 @@ export class TunnelClient {
     this.#inflight.set(requestId, { controller, credit })
     this.stats.maxInflight = Math.max(this.stats.maxInflight, this.#inflight.size)
     const headers: Record<string, string> = { 'accept-encoding': 'identity' }
-    for (const [key, value] of Object.entries(call.headers)) if (!DROP_HEADERS.has(key.toLowerCase())) headers[key] = value
+    for (const key in call.headers) if (!DROP_HEADERS.has(key.toLowerCase())) headers[key] = call.headers[key] as string
     const bodyless = call.method === 'GET' || call.method === 'HEAD'
     let timedOut = false
-    const request = engineRequest(target, this.#agent, call, headers)
-    const stop = (error: Error) => request.destroy(error)
-    const onAbort = () => stop(new Error(String(controller.signal.reason ?? 'aborted')))
+    const answer = new EngineAnswer()
+    const onAbort = () => answer.abort(new Error(String(controller.signal.reason ?? 'aborted')))
     controller.signal.addEventListener('abort', onAbort)
     const timer = setTimeout(
       () => {
         timedOut = true
-        stop(new Error(`no answer within ${call.timeoutMs} ms`))
+        answer.abort(new Error(`no answer within ${call.timeoutMs} ms`))
       },
       Math.max(1, call.timeoutMs),
     )
     try {
-      const answered = new Promise<IncomingMessage>((resolve, reject) => {
-        request.once('response', (response) => {
-          // Errors after this point surface through the body's iterator (or are moot once destroyed).
-          response.on('error', () => {})
-          resolve(response)
-        })
-        // Kept for the call's whole life: a later error (a destroy on abort) must not go unhandled.
-        request.on('error', reject)
-      })
-      if (bodyless) request.end()
-      else if (body instanceof CreditedQueue) void this.#upload(request, body)
-      else request.end(body)
-      const response = await answered
-      const streaming = (response.headers['content-type'] ?? '').includes('text/event-stream')
+      pool.dispatch(
+        {
+          path: `${this.#basePath}${call.path}`,
+          method: call.method as Dispatcher.HttpMethod,
+          headers,
+          // undici streams an async iterable body (its types name only Readable).
+          body: bodyless ? null : body instanceof CreditedQueue ? (bodyChunks(body) as unknown as Readable) : body,
+        },
+        answer,
+      )
+      await answer.head
+      const streaming = (answer.headers['content-type'] ?? '').includes('text/event-stream')
       const frameBytes = features.binary ? Math.min(TUNNEL_FRAME_BYTES, features.windowBytes) : TUNNEL_CHUNK_CHARS
       const decoder = features.binary ? null : new TextDecoder()
-      const responseHeaders = flatHeaders(response)
       let headSent = false
       /** Send `bytes` as one or more frames, within the credit the edge gave. False when the call is over. */
       const emit = async (bytes: Uint8Array, more: boolean): Promise<boolean> => {
@@ -325,8 +429,10 @@ export class TunnelClient {
         do {
           let size = Math.min(bytes.byteLength - offset, frameBytes)
           if (credit && size > 0) {
-            if (credit.allowance <= 0) this.stats.creditWaits++
-            await credit.available(controller.signal)
+            if (credit.allowance <= 0) {
+              this.stats.creditWaits++
+              await credit.available(controller.signal)
+            }
             size = Math.min(size, credit.allowance)
           }
           if (controller.signal.aborted) return false
@@ -339,8 +445,8 @@ export class TunnelClient {
             : this.#send({
                 type: 'tunnel.head',
                 request_id: requestId,
-                status: response.statusCode ?? 502,
-                headers: responseHeaders,
+                status: answer.status,
+                headers: answer.headers,
                 body: payload,
                 more: !last,
               })
@@ -358,13 +464,13 @@ export class TunnelClient {
       }
       const parts: Buffer[] = []
       let pending = 0
-      const chunks = response[Symbol.asyncIterator]()
+      const { port } = this.options
       for (;;) {
         // Read only as fast as the link drains.
-        await this.options.port.flushed(controller.signal)
+        if (port.saturated?.() !== false) await port.flushed(controller.signal)
         if (controller.signal.aborted) return
-        const { value, done } = (await chunks.next()) as IteratorResult<Buffer>
-        if (done) break
+        const value = await answer.read()
+        if (!value) break
         if (streaming) {
           if (!(await emit(value, true))) return
           continue
@@ -390,7 +496,8 @@ export class TunnelClient {
     } finally {
       clearTimeout(timer)
       controller.signal.removeEventListener('abort', onAbort)
-      if (!request.destroyed && !request.writableFinished) request.destroy()
+      // Over on this side (answered, failed, cancelled): the engine call ends too if it has not.
+      answer.abort(new Error('tunnel call over'))
       this.#inflight.delete(requestId)
       // An engine that answered before reading the whole body: the rest of it is not wanted any more.
       const receiving = this.#receiving.get(requestId)
@@ -398,21 +505,6 @@ export class TunnelClient {
         this.#receiving.delete(requestId)
         receiving.body.fail(new Error('engine call over'))
       }
-    }
-  }
-
-  /** Stream a request body arriving in frames into the engine call, as fast as the engine takes it. */
-  async #upload(request: ClientRequest, body: CreditedQueue): Promise<void> {
-    try {
-      for (;;) {
-        const chunk = await body.read()
-        if (!chunk) break
-        if (!request.write(chunk)) await new Promise((resolve) => request.once('drain', resolve))
-        if (request.destroyed) return
-      }
-      request.end()
-    } catch (error) {
-      request.destroy(error as Error)
     }
   }
 }

@@ -85,6 +85,7 @@ export class RunnerClient {
       port: {
         send: (message) => this.#sendFrame(message),
         flushed: async () => {},
+        saturated: () => false,
         features: () => this.#features,
       },
     })
