@@ -5,7 +5,8 @@
  * evaluator) against any OpenAI-compatible model server, keeps the accepted attempts (reward ≥
  * `--threshold`), writes their SFT JSONL in message form (`sft.jsonl`) and token form (`sft-tokens.jsonl`,
  * engines that return token ids only) plus one line per attempt (`attempts.jsonl`), and prints the
- * acceptance rate. Without `--edge` it starts a throwaway local stack (wrangler dev + one local runner);
+ * acceptance rate; each rejected attempt's transcript (the agent's last request and every model answer) goes
+ * to `rejected/<session_id>.json`, to see why. Without `--edge` it starts a throwaway local stack (wrangler dev + one local runner);
  * with `--edge` it submits to that edge (a runner must be connected).
  */
 import { mkdirSync, writeFileSync } from 'node:fs'
@@ -14,6 +15,7 @@ import { type Command, InvalidArgumentError, Option } from 'commander'
 import type { TaskRequestInput } from '../../src/contract/rollout.ts'
 import type { SessionResult } from '../../src/contract/trajectory.ts'
 import { loadTaskFile } from '../../tasks/load.ts'
+import { readAttemptTranscript } from '../lib/attempt-transcript.ts'
 import { action, type CommonOptions, EXIT, edgeClient, output, UsageError, withEdgeOptions } from '../lib/common-options.ts'
 import type { EdgeClient } from '../lib/edge-client.ts'
 import { startLocalStack } from '../lib/local-stack.ts'
@@ -45,6 +47,11 @@ export interface AttemptLine {
   error: string | null
   /** The evaluator's metadata (`trajectory.metadata.evaluation`), to see why an attempt was rejected. */
   evaluation: Record<string, unknown> | null
+  /**
+   * A rejected attempt's transcript (`rejected/<session_id>.json`: every model answer and the messages of
+   * the last request, as the edge captured them); null for accepted attempts.
+   */
+  transcript: string | null
 }
 
 export interface GenerateSftSummary {
@@ -132,11 +139,30 @@ export async function discoverServedModel(upstream: string, apiKey: string | und
   return id
 }
 
+/** Writes a rejected attempt's transcript to `<out>/rejected/<session_id>.json`; null (and a warning) when it cannot be read. */
+async function keepTranscript(client: EdgeClient, out: string, sessionId: string, sessionDir: string | null): Promise<string | null> {
+  try {
+    const transcript = await readAttemptTranscript(client, sessionId, sessionDir)
+    const file = join(out, 'rejected', `${sessionId}.json`)
+    mkdirSync(join(out, 'rejected'), { recursive: true })
+    writeFileSync(file, `${JSON.stringify(transcript, null, 2)}\n`)
+    return file
+  } catch (error) {
+    process.stderr.write(`warning: cannot read the transcript of ${sessionId}: ${(error as Error).message}\n`)
+    return null
+  }
+}
+
 function ndjson(text: string): string[] {
   return text.split('\n').filter((line) => line.trim() !== '')
 }
 
-async function collect(client: EdgeClient, results: readonly SessionResult[], options: GenerateSftOptions): Promise<GenerateSftSummary> {
+async function collect(
+  client: EdgeClient,
+  results: readonly SessionResult[],
+  options: GenerateSftOptions,
+  sessionDir: ((sessionId: string) => string) | null,
+): Promise<GenerateSftSummary> {
   const out = resolve(options.out)
   mkdirSync(out, { recursive: true })
   const attempts: AttemptLine[] = results.map((result) => {
@@ -148,8 +174,12 @@ async function collect(client: EdgeClient, results: readonly SessionResult[], op
       accepted: result.status === 'COMPLETED' && reward !== null && reward >= options.threshold,
       error: result.error,
       evaluation: (result.trajectory.metadata.evaluation as Record<string, unknown> | undefined) ?? null,
+      transcript: null,
     }
   })
+  for (const attempt of attempts.filter((entry) => !entry.accepted)) {
+    attempt.transcript = await keepTranscript(client, out, attempt.session_id, sessionDir?.(attempt.session_id) ?? null)
+  }
   const sft: string[] = []
   const tokens: string[] = []
   const withTokens = options.kind !== 'openai'
@@ -183,7 +213,7 @@ async function collect(client: EdgeClient, results: readonly SessionResult[], op
 function render(summary: GenerateSftSummary): string {
   const lines = summary.results.map(
     (attempt) =>
-      `  ${attempt.session_id}  ${attempt.status.padEnd(9)}  reward ${attempt.reward ?? '—'}  ${attempt.accepted ? 'accepted' : 'rejected'}${attempt.error ? `  (${attempt.error})` : ''}`,
+      `  ${attempt.session_id}  ${attempt.status.padEnd(9)}  reward ${attempt.reward ?? '—'}  ${attempt.accepted ? 'accepted' : 'rejected'}${attempt.error ? `  (${attempt.error})` : ''}${attempt.transcript ? `  transcript ${attempt.transcript}` : ''}`,
   )
   return [
     `task ${summary.task_id}: ${summary.attempts} attempts`,
@@ -250,7 +280,7 @@ export function register(program: Command): void {
           signal: controller.signal,
           ...(options.timeout ? { timeoutMs: options.timeout * 1000 } : {}),
         })
-        const summary = await collect(client, final.results, options)
+        const summary = await collect(client, final.results, options, stack?.sessionDir ?? null)
         output(options, summary, () => render(summary))
         return summary.accepted > 0 ? EXIT.ok : EXIT.failed
       } catch (error) {

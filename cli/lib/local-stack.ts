@@ -34,6 +34,8 @@ export interface LocalStack {
   edgeUrl: string
   adminToken: string
   client: EdgeClient
+  /** Host directory of a session on the local runner (`logs/agent/` holds the harness's own output); kept until `stop()`. */
+  sessionDir(sessionId: string): string
   stop(): Promise<void>
 }
 
@@ -111,7 +113,8 @@ export async function startLocalStack(options: LocalStackOptions): Promise<Local
       if (Date.now() > deadline) throw new Error(`the local runner did not register with the edge in time\n${runnerErrors}`)
       await new Promise((resolve) => setTimeout(resolve, 250))
     }
-    return { edgeUrl: edge.url, adminToken, client, stop }
+    const sessionDir = (sessionId: string) => join(scratch, 'runner', 'sessions', sessionId)
+    return { edgeUrl: edge.url, adminToken, client, sessionDir, stop }
   } catch (error) {
     await stop()
     throw error

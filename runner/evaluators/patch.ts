@@ -74,7 +74,30 @@ export interface TakenPatch {
   exec: ExecResult
 }
 
-/** Runs the patch command in the live runtime; the full diff is teed to `<artifacts>/patch.diff`. */
+/**
+ * The patch command did not print a diff: it failed (non-zero exit) or timed out. An evaluation error
+ * (Polar `_extract_patch` raises; the session ends `ERROR` with this message) — never an empty
+ * generation, which would score a broken grader as "the agent changed nothing".
+ */
+export class PatchCommandError extends Error {
+  readonly exec: ExecResult
+
+  constructor(exec: ExecResult, strategy: string, command: string) {
+    const stderr = exec.stderr.trim().slice(-2000)
+    super(
+      exec.timedOut
+        ? `${strategy}: timed out while collecting the patch (${command})`
+        : `${strategy}: the patch command failed with exit code ${exec.exitCode}${exec.cancelled ? ' (cancelled)' : ''}: ${stderr === '' ? '(no stderr)' : stderr}`,
+    )
+    this.name = 'PatchCommandError'
+    this.exec = exec
+  }
+}
+
+/**
+ * Runs the patch command in the live runtime; the raw diff is teed to `<artifacts>/patch.raw.diff`, the
+ * filtered one written to `<artifacts>/patch.diff`. A failed or timed-out command throws `PatchCommandError`.
+ */
 export async function takePatch(
   context: EvaluationContext,
   command: string,
@@ -92,6 +115,7 @@ export async function takePatch(
     stderrPath: join(context.artifactsDir, 'patch.stderr.log'),
     signal: context.signal,
   })
+  if (exec.timedOut || exec.cancelled || exec.exitCode !== 0) throw new PatchCommandError(exec, context.spec.strategy, command)
   const raw = await readFile(rawPath, 'utf8').catch(() => exec.stdout)
   const { patch, dropped } = filterPatch(raw, excludes)
   await writeFile(path, patch)

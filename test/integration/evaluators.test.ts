@@ -132,6 +132,17 @@ describe('test_on_output over the fix-stats task fixture', () => {
     const live = await newRuntime('no-fresh')
     await expect(runEvaluation(await evaluationContext(live.sessionDir, spec, live.runtime, null))).rejects.toThrow(/no fresh runtime/)
   })
+
+  it('a failing patch command is an evaluation error naming its exit code and stderr, not an empty generation', async () => {
+    const { live, fresh } = await session('patch-fails')
+    // The agent's change is there, but the repository is gone: `git add -A` exits 128.
+    await editInRuntime(live, '/polar/session/workspace/stats/core.py', FIX.buggy, FIX.fixed)
+    await live.runtime.exec({ command: 'rm -rf .git', cwd: '/polar/session/workspace' })
+    const context = await evaluationContext(live.sessionDir, spec, live.runtime, fresh.runtime)
+    await expect(runEvaluation(context)).rejects.toThrow(
+      /test_on_output: the patch command failed with exit code 128: .*not a git repository/,
+    )
+  })
 })
 
 describe('swebench_harness on a tiny SWE-bench-style repo', () => {

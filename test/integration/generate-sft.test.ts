@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { GenerateSftSummary } from '../../cli/commands/generate-sft.ts'
+import type { AttemptTranscript } from '../../cli/lib/attempt-transcript.ts'
 import { type EngineHandle, startEngine } from '../../engine/server.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
@@ -44,6 +45,18 @@ function generateSft(args: string[]): Promise<{ code: number | null; stdout: str
 
 const lines = async (file: string) => (await readFile(file, 'utf8')).split('\n').filter(Boolean)
 
+/** Why attempts were rejected: each one's result line and the transcript the CLI kept (read only on failure). */
+async function rejections(summary: GenerateSftSummary): Promise<string> {
+  const rejected = summary.results.filter((attempt) => !attempt.accepted)
+  const parts = await Promise.all(
+    rejected.map(async (attempt) => {
+      const transcript = attempt.transcript === null ? '(no transcript)' : await readFile(attempt.transcript, 'utf8').catch(String)
+      return `${JSON.stringify(attempt)}\ntranscript ${attempt.transcript}:\n${transcript}`
+    }),
+  )
+  return parts.join('\n\n')
+}
+
 describe('rollgate generate-sft', () => {
   it('keeps the attempts the evaluator accepts and writes SFT JSONL in message and token form', { timeout: 400_000 }, async () => {
     const dir = join(out, 'solved')
@@ -65,7 +78,13 @@ describe('rollgate generate-sft', () => {
     ])
     expect(run.code, run.stderr).toBe(0)
     const summary = JSON.parse(run.stdout) as GenerateSftSummary
-    expect(summary, JSON.stringify(summary.results)).toMatchObject({ attempts: 2, accepted: 2, acceptance_rate: 1, threshold: 1 })
+    const why = summary.accepted === summary.attempts ? '' : await rejections(summary)
+    expect(summary, `${JSON.stringify(summary.results)}\n${why}`).toMatchObject({
+      attempts: 2,
+      accepted: 2,
+      acceptance_rate: 1,
+      threshold: 1,
+    })
     // One row per trace of each accepted attempt (more than one when prefix_merging had to break a chain).
     expect(summary.sft_lines).toBeGreaterThanOrEqual(2)
     expect(summary.sft_token_lines).toBe(summary.sft_lines)
@@ -99,6 +118,11 @@ describe('rollgate generate-sft', () => {
     expect(summary).toMatchObject({ attempts: 1, accepted: 0, acceptance_rate: 0, sft_lines: 0 })
     expect(summary.results[0]).toMatchObject({ status: 'COMPLETED', reward: 0, accepted: false })
     expect(await readFile(summary.files.sft, 'utf8')).toBe('')
+    // The rejected attempt's transcript: the scripted policy's answers and the last request's messages.
+    const transcript = JSON.parse(await readFile(summary.results[0]!.transcript!, 'utf8')) as AttemptTranscript
+    expect(transcript.session_id).toBe(summary.results[0]!.session_id)
+    expect(transcript.calls.length).toBeGreaterThanOrEqual(1)
+    expect(transcript.last_request_messages.map((message) => message.role)).toContain('user')
   })
 
   it('says clearly when the upstream is not there', async () => {

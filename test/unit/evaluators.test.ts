@@ -1,10 +1,16 @@
 /**
  * The evaluators' pure parts: test-status parsing and id normalization (Polar `test_on_output`),
- * SWE-bench grading, patch exclusion with Python fnmatch semantics, reward files, and the submit-time
- * config validation the edge uses.
+ * SWE-bench grading, patch exclusion with Python fnmatch semantics, taking the patch (the patch command's
+ * exit code counts), reward files, and the submit-time config validation the edge uses.
  */
-import { describe, expect, it } from 'vitest'
-import { filterPatch, fnmatch } from '../../runner/evaluators/patch.ts'
+import { spawn } from 'node:child_process'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { EvaluationContext } from '../../runner/evaluators/evaluator.ts'
+import { filterPatch, fnmatch, PatchCommandError, takePatch } from '../../runner/evaluators/patch.ts'
+import type { ExecRequest, ExecResult, Runtime } from '../../runner/runtime/runtime.ts'
 import { defaultTestCommand } from '../../runner/evaluators/swebench-harness.ts'
 import { parseReward } from '../../runner/evaluators/harbor.ts'
 import { gradeSwebench, matchesExpected, normalizeTestId, parsePytestLog, parseTestOutput } from '../../runner/evaluators/test-report.ts'
@@ -79,6 +85,99 @@ describe('patch exclusion', () => {
     expect(patch).toBe(keep)
     expect(dropped).toEqual(['stats/__pycache__/core.cpython-312.pyc', '.codex/config.toml'])
     expect(filterPatch(cache, []).patch).toBe('')
+  })
+})
+
+/** Runs commands with the host's bash (real exit codes, timeouts and teed output); only `exec` is used here. */
+function hostRuntime(cwd: string): Runtime {
+  const exec = (request: ExecRequest) =>
+    new Promise<ExecResult>((resolve) => {
+      const started = Date.now()
+      const child = spawn('bash', ['-c', request.command], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+      let stdout = ''
+      let stderr = ''
+      let timedOut = false
+      child.stdout.on('data', (chunk: Buffer) => {
+        stdout += chunk.toString()
+      })
+      child.stderr.on('data', (chunk: Buffer) => {
+        stderr += chunk.toString()
+      })
+      const timer = request.timeoutMs
+        ? setTimeout(() => {
+            timedOut = true
+            child.kill('SIGKILL')
+          }, request.timeoutMs)
+        : null
+      child.on('close', async (code) => {
+        if (timer) clearTimeout(timer)
+        if (request.stdoutPath) await writeFile(request.stdoutPath, stdout)
+        if (request.stderrPath) await writeFile(request.stderrPath, stderr)
+        resolve({ exitCode: timedOut ? -1 : (code ?? -1), stdout, stderr, timedOut, cancelled: false, durationMs: Date.now() - started })
+      })
+    })
+  const unused = () => Promise.reject(new Error('not used by takePatch'))
+  return {
+    backend: 'host',
+    capabilities: { isolatesNetwork: false, cpuLimits: false, memoryLimits: false, storageLimits: false, gpus: false },
+    edgeUrlInside: 'http://127.0.0.1:9',
+    homeDir: cwd,
+    workDir: cwd,
+    start: () => Promise.resolve(),
+    exec,
+    upload: unused,
+    download: unused,
+    stop: () => Promise.resolve(),
+    cancel: () => Promise.resolve(),
+  }
+}
+
+describe('takePatch: the patch command must succeed', () => {
+  let dir: string
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'rollgate-take-patch-'))
+  })
+  afterAll(async () => {
+    await rm(dir, { recursive: true, force: true })
+  })
+  const context = (name: string): EvaluationContext => ({
+    sessionId: 'rs_take_patch',
+    taskId: 'take-patch',
+    sessionDir: dir,
+    artifactsDir: join(dir, name),
+    agentResult: { status: 'completed', return_code: 0, error: null, timeout_stage: null },
+    spec: { strategy: 'test_on_output', config: {}, env: {}, refresh_runtime: false },
+    timeoutMs: 60_000,
+    runtime: hostRuntime(dir),
+    freshRuntime: null,
+    signal: new AbortController().signal,
+  })
+  const DIFF = 'diff --git a/stats/core.py b/stats/core.py\n--- a/stats/core.py\n+++ b/stats/core.py\n@@ -1 +1 @@\n-a\n+b\n'
+
+  it('keeps the diff of a command that exits 0, and an empty one as an empty patch', async () => {
+    expect((await takePatch(context('ok'), `printf '${DIFF}'`, 10_000, [])).patch).toBe(DIFF)
+    expect((await takePatch(context('empty'), 'true', 10_000, [])).patch).toBe('')
+  })
+
+  it('a failing git is an error naming the exit code and stderr (never an empty generation)', async () => {
+    const taken = takePatch(
+      context('no-repo'),
+      'git --git-dir=/nonexistent/.git add -A && git --git-dir=/nonexistent/.git diff --cached --binary',
+      10_000,
+      [],
+    )
+    await expect(taken).rejects.toThrow(PatchCommandError)
+    await expect(taken).rejects.toThrow(/^test_on_output: the patch command failed with exit code 128: fatal: not a git repository/)
+  })
+
+  it('a diff printed by a command that then fails is not taken', async () => {
+    await expect(takePatch(context('partial'), `printf '${DIFF}'; echo 'disk full' >&2; exit 2`, 10_000, [])).rejects.toThrow(
+      /exit code 2: disk full/,
+    )
+  })
+
+  it('a patch command that times out is an error', async () => {
+    await expect(takePatch(context('slow'), 'sleep 5', 100, [])).rejects.toThrow(/timed out while collecting the patch \(sleep 5\)/)
   })
 })
 
