@@ -10,12 +10,13 @@
  * emulation answers the R2 calls here). So a change is judged against the other build measured seconds apart
  * on the same (shared, loaded) machine. Last line: one JSON object with the medians per variant.
  */
-import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { DatabaseSync } from 'node:sqlite'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { bundleWorker, startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
+import { profileWorkerd } from './lib/devtools.ts'
 import { cpuMs, workerdPids } from './lib/proc-stats.ts'
 
 const ADMIN = 'bench-admin-token'
@@ -28,6 +29,13 @@ const { values } = parseArgs({
     config: { type: 'string', default: '{"preset":"tolerant"}' },
     /** Skip the GET before finalize (finalize then runs the builder's code cold). */
     'no-get': { type: 'boolean', default: false },
+    /**
+     * After the measured reps, one more finalize per variant under workerd's CPU profiler (DevTools inspector,
+     * which slows workerd: not counted), written to `<prefix>.<variant>.cpuprofile`.
+     */
+    profile: { type: 'string' },
+    /** Where each run's copy of the persistence directory goes (e.g. /dev/shm: no disk in the figures). */
+    'copy-dir': { type: 'string', default: tmpdir() },
   },
 })
 const persist = values.persist
@@ -91,13 +99,14 @@ interface Run {
 }
 const runs = new Map<string, Run[]>(bundles.map((spec) => [spec.name, []]))
 
-async function once(spec: { name: string; path: string }): Promise<Run> {
-  const dir = mkdtempSync(join(tmpdir(), 'rollgate-finalize-ab-'))
+async function once(spec: { name: string; path: string }, profileTo?: string): Promise<Run> {
+  const dir = mkdtempSync(join(values['copy-dir'] ?? tmpdir(), 'rollgate-finalize-ab-'))
   cpSync(persist as string, dir, { recursive: true })
   const before = new Set(workerdPids())
   const edge = await startMiniflareEdge({
     persistTo: dir,
     scriptPath: spec.path,
+    ...(profileTo ? { inspector: true } : {}),
     vars: { ROLLGATE_ADMIN_TOKEN: ADMIN, ROLLGATE_SIGNING_KEY: 'k', ROLLGATE_UPSTREAM_URL: 'http://127.0.0.1:9' },
     onLog: (level, message) => {
       if (level === 'warn' || level === 'error') console.error(message)
@@ -122,12 +131,21 @@ async function once(spec: { name: string; path: string }): Promise<Run> {
     const cpu0 = cpuMs(pids)
     const self0 = selfCpuMs()
     const t0 = performance.now()
-    const response = await fetch(`${edge.url}/v1/sessions/${session}/finalize`, {
-      method: 'POST',
-      headers,
-      body: JSON.stringify(builderConfig ? { builder: values.builder, config: builderConfig } : { builder: values.builder }),
-    })
-    const text = await response.text()
+    const finalize = async () => {
+      const response = await fetch(`${edge.url}/v1/sessions/${session}/finalize`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify(builderConfig ? { builder: values.builder, config: builderConfig } : { builder: values.builder }),
+      })
+      return { response, text: await response.text() }
+    }
+    let answered: { response: Response; text: string }
+    if (profileTo && edge.inspectorUrl) {
+      const profiled = await profileWorkerd(edge.inspectorUrl, finalize)
+      writeFileSync(profileTo, JSON.stringify(profiled.profile))
+      answered = profiled.result
+    } else answered = await finalize()
+    const { response, text } = answered
     const ms = performance.now() - t0
     const cpu = cpuMs(pids) - cpu0
     const self = selfCpuMs() - self0
@@ -159,6 +177,8 @@ try {
       console.log(`rep ${rep} ${spec.name}: ${JSON.stringify(run, (_, v) => (typeof v === 'number' ? Math.round(v) : v))}`)
     }
   }
+  const prefix = values.profile
+  if (prefix) for (const spec of bundles) await once(spec, `${prefix}.${spec.name}.cpuprofile`)
 } finally {
   for (const path of made) rmSync(join(path, '..'), { recursive: true, force: true })
 }
