@@ -31,7 +31,8 @@
  * JS heap, so the heap figure comes from the same plain classes in Node over a copy of the session's
  * SQLite (`bench/lib/finalize-in-node.ts`, `--max-old-space-size=128`): `node_128mb.*`, with a Polar-strict row
  * (`prefix_merging_strict`, `preset: strict`; `--skip-strict` leaves it out).
- * Last line: one JSON object.
+ * Last line: one JSON object, opening with `summary` (the figures issue #15 sets targets on: finalize wall and
+ * workerd CPU per builder, trace count, first byte, capture p50 of the last 10 turns, storage ratios).
  */
 import { execFileSync, spawnSync } from 'node:child_process'
 import { copyFileSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -442,5 +443,28 @@ else if (finalFigures) {
     }
   } else nodeRuns = { skipped: 'session SQLite not found in the persistence directory' }
   rmSync(persistTo, { recursive: true, force: true })
-  console.log(JSON.stringify({ ...finalFigures, node_128mb: nodeRuns }))
+  console.log(JSON.stringify({ summary: summaryOf(finalFigures), ...finalFigures, node_128mb: nodeRuns }))
 } else rmSync(persistTo, { recursive: true, force: true })
+
+/** The figures issue #15 sets targets on, first in the last line (the rest follows in full). */
+function summaryOf(figures: Record<string, unknown>): Record<string, unknown> {
+  const finalize = (figures.finalize ?? {}) as Record<string, Record<string, unknown>>
+  const per = (pick: (run: Record<string, unknown>) => unknown) =>
+    Object.fromEntries(Object.entries(finalize).map(([builder, run]) => [builder, pick(run)]))
+  const answer = (run: Record<string, unknown>) => (run.finalize_answer ?? {}) as Record<string, unknown>
+  const get = (run: Record<string, unknown>, which: string) => (run[which] ?? {}) as Record<string, unknown>
+  return {
+    session: figures.session,
+    turns: figures.turns,
+    trace_count: per((run) => answer(run).trace_count ?? null),
+    finalize_ms: per((run) => run.finalize_ms),
+    finalize_workerd_cpu_ms: per((run) => run.finalize_workerd_cpu_ms),
+    trajectory_mb: per((run) => Math.round(((answer(run).trajectory_bytes as number) ?? 0) / 10_485.76) / 100),
+    first_byte_ms_get_built: per((run) => get(run, 'get_built').first_byte_ms),
+    first_byte_ms_get_stored: per((run) => get(run, 'get_stored').first_byte_ms),
+    capture_ms_last10_p50: figures.capture_ms_last10_p50,
+    workerd_cpu_ms_per_call_last10_p50: figures.workerd_cpu_ms_per_call_last10_p50,
+    token_bytes_over_floor: figures.token_bytes_over_floor,
+    request_text_over_final_body: figures.request_text_over_final_body,
+  }
+}
