@@ -111,7 +111,9 @@ export async function readAttemptTranscript(
     calls,
     last_request_messages: messages.map((message) => {
       const calls = toolCalls(message.tool_calls)
-      return { role: String(message.role), content: clip(textOf(message.content)), ...(calls.length > 0 ? { tool_calls: calls } : {}) }
+      // The harness's system prompt is long and always the same: its head says which one it was.
+      const content = clip(textOf(message.content), message.role === 'system' ? 600 : MAX_TEXT)
+      return { role: String(message.role), content, ...(calls.length > 0 ? { tool_calls: calls } : {}) }
     }),
   }
 }

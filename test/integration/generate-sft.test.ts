@@ -45,6 +45,14 @@ function generateSft(args: string[]): Promise<{ code: number | null; stdout: str
 
 const lines = async (file: string) => (await readFile(file, 'utf8')).split('\n').filter(Boolean)
 
+function parseSummary(stdout: string): GenerateSftSummary | null {
+  try {
+    return JSON.parse(stdout) as GenerateSftSummary
+  } catch {
+    return null
+  }
+}
+
 /** Why attempts were rejected: each one's result line and the transcript the CLI kept (read only on failure). */
 async function rejections(summary: GenerateSftSummary): Promise<string> {
   const rejected = summary.results.filter((attempt) => !attempt.accepted)
@@ -76,9 +84,11 @@ describe('rollgate generate-sft', () => {
       '--timeout',
       '300',
     ])
-    expect(run.code, run.stderr).toBe(0)
-    const summary = JSON.parse(run.stdout) as GenerateSftSummary
-    const why = summary.accepted === summary.attempts ? '' : await rejections(summary)
+    const summary = parseSummary(run.stdout)
+    // A rejected attempt (or two: exit 1) shows its transcript in the failure message.
+    const why = summary === null || summary.accepted === summary.attempts ? '' : await rejections(summary)
+    expect(run.code, `${run.stderr}\n${why}`).toBe(0)
+    if (summary === null) throw new Error(`no JSON summary on stdout: ${run.stdout}`)
     expect(summary, `${JSON.stringify(summary.results)}\n${why}`).toMatchObject({
       attempts: 2,
       accepted: 2,
