@@ -133,7 +133,7 @@ describe('long sessions', () => {
     for (const [builder, config] of [
       ['per_request', null],
       ['prefix_merging', null],
-      // Polar-strict: over records read lazily (`builtShell`), the same as over the records read whole.
+      // Polar-strict: over records read lazily in two passes (`strictShell`), the same as over the records read whole.
       ['prefix_merging', strict],
     ] as const) {
       const trajectory = config
