@@ -92,6 +92,7 @@ export class RunnerAgent {
         send: (message) => this.connection.send(message),
         flushed: (signal) => this.connection.flushed(signal),
         saturated: () => this.connection.saturated(),
+        sendParts: (frame, rest) => this.connection.sendParts(frame, rest),
         features: () => this.#tunnelFeatures,
       },
       log: options.log,

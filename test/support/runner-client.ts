@@ -86,6 +86,12 @@ export class RunnerClient {
         send: (message) => this.#sendFrame(message),
         flushed: async () => {},
         saturated: () => false,
+        sendParts: (frame, rest) => {
+          const ws = this.#ws
+          if (ws?.readyState !== WebSocket.OPEN) return false
+          sendTunnelFrame(ws, frame, rest)
+          return true
+        },
         features: () => this.#features,
       },
     })

@@ -228,4 +228,29 @@ describe('edge connection', () => {
     expect(head.type === 'tunnel.head' && Buffer.from(head.body as Uint8Array).equals(Buffer.from(body))).toBe(true)
     expect(decodeRunnerFrame(new Uint8Array(received[1]?.data as Buffer))).toMatchObject({ type: 'tunnel.chunk', more: false })
   })
+
+  it('a frame whose body continues in more parts goes out as one message, the parts joined in order', async () => {
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' })
+    await new Promise<void>((resolve) => wss.once('listening', () => resolve()))
+    cleanups.push(() => new Promise<void>((resolve) => wss.close(() => resolve())))
+    const received: Buffer[] = []
+    wss.on('connection', (socket) => socket.on('message', (data) => received.push(data as Buffer)))
+    const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as { port: number }).port}`)
+    await new Promise<void>((resolve) => client.once('open', () => resolve()))
+    cleanups.push(() => client.terminate())
+    const parts = [70_000, 0, 3, 65_536].map((size, p) => new Uint8Array(size).map((_, i) => (i * 7 + p) % 251))
+    sendTunnelFrame(
+      client,
+      { type: 'tunnel.head', request_id: 'p', status: 200, headers: {}, body: parts[0] as Uint8Array, more: false },
+      parts.slice(1),
+    )
+    sendTunnelFrame(client, { type: 'tunnel.chunk', request_id: 'q', data: new Uint8Array(0), more: false }, [parts[2] as Uint8Array])
+    const deadline = Date.now() + 5_000
+    while (received.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
+    const head = decodeRunnerFrame(new Uint8Array(received[0] as Buffer))
+    expect(head).toMatchObject({ type: 'tunnel.head', request_id: 'p', more: false })
+    expect(head.type === 'tunnel.head' && Buffer.from(head.body as Uint8Array).equals(Buffer.concat(parts))).toBe(true)
+    const chunk = decodeRunnerFrame(new Uint8Array(received[1] as Buffer))
+    expect(chunk.type === 'tunnel.chunk' && Buffer.from(chunk.data as Uint8Array).equals(Buffer.from(parts[2] as Uint8Array))).toBe(true)
+  })
 })

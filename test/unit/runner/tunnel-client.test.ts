@@ -121,6 +121,32 @@ describe('tunnel client', () => {
     expect(body(link.frames, 'r1')).toBe(big)
   })
 
+  it('binary: an answer that arrived in several reads goes out as one frame of its parts, not joined, and spends its credit', async () => {
+    const answer = Buffer.alloc(200_000).map((_, i) => 97 + (i % 26)) // > one socket read, < one frame
+    const url = await engine((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(answer))
+    const link = port({ open: true }, { binary: true, credit: true, windowBytes: 1024 * 1024 })
+    const sentParts: { frame: RunnerBodyFrame; rest: readonly Uint8Array[] }[] = []
+    const client = new TunnelClient({
+      upstreamUrl: url,
+      port: {
+        ...link,
+        sendParts(frame, rest) {
+          sentParts.push({ frame, rest })
+          return link.send(frame)
+        },
+      },
+    })
+    client.onMessage({ ...request('p1'), body: new Uint8Array(Buffer.from('{}')) })
+    await link.until(() => sentParts.length > 0 || finished(link.frames, 'p1'))
+    expect(link.frames).toHaveLength(1)
+    const [{ frame, rest }] = sentParts as [{ frame: RunnerBodyFrame; rest: readonly Uint8Array[] }]
+    expect(frame).toMatchObject({ type: 'tunnel.head', request_id: 'p1', status: 200, more: false })
+    expect(rest.length).toBeGreaterThan(0)
+    const joined = Buffer.concat([frame.type === 'tunnel.head' ? (frame.body as Uint8Array) : new Uint8Array(0), ...rest])
+    expect(joined.equals(answer)).toBe(true)
+    expect(client.stats.maxUnackedBytes).toBe(answer.length)
+  })
+
   it('forwards SSE as it arrives, and a cancel reaches the engine', async () => {
     let engineSawClose = false
     const url = await engine((_req, res) => {
