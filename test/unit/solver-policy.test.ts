@@ -108,6 +108,8 @@ class SimulatedHarness {
   /** Tool-call log of every conversation (main and sub-agents), in order. */
   readonly log: Array<{ agent: 'main' | 'sub'; name: string; args: Record<string, unknown>; result: string }> = []
   rejectNextEdit = false
+  /** Commands (by prefix) whose output the harness loses once, as Qwen Code 0.24.4 can (`Output: (empty)`). */
+  loseOutputOnce: string[] = []
   /** Times a sub-agent had to be told to call its completion tool. */
   nudges = 0
 
@@ -193,7 +195,11 @@ class SimulatedHarness {
     const command = args.command ?? args.cmd
     if (command !== undefined) {
       const text = Array.isArray(command) ? String(command.at(-1)) : String(command)
-      return this.formatShell(text, this.shell(text))
+      const ran = this.shell(text)
+      const lost = this.loseOutputOnce.findIndex((prefix) => text.startsWith(prefix))
+      if (lost < 0) return this.formatShell(text, ran)
+      this.loseOutputOnce.splice(lost, 1)
+      return this.formatShell(text, { output: '', code: ran.code })
     }
     const path = this.relativePath(String(args.file_path ?? args.filePath ?? args.path ?? ''))
     if (props.some((key) => /old|edits/i.test(key))) return this.edit(path, args)
@@ -315,7 +321,7 @@ class SimulatedHarness {
       case 'gemini':
         return JSON.stringify({ output: `Output: ${output}${code === 0 ? '' : `\nExit Code: ${code}`}` })
       case 'qwen':
-        return `Command: ${command}\nDirectory: (root)\nOutput: ${output}\nError: (none)\nExit Code: ${code}`
+        return `Command: ${command}\nDirectory: (root)\nOutput: ${output.trim() || '(empty)'}\nError: (none)\nExit Code: ${code}`
       default:
         return code === 0 ? output : `${output}\n\nCommand exited with code ${code}`
     }
@@ -403,6 +409,53 @@ describe('solver policy over every recorded harness tool set', () => {
     const { final } = harness.converse(INSTRUCTION, 'main', harness.tools)
     expect(final).toMatch(/passes now/)
     expect(harness.log.some((entry) => /write_text/.test(JSON.stringify(entry.args)))).toBe(true)
+  })
+
+  it('runs the listing and the test suite again when the harness lost their output (Qwen Code "Output: (empty)")', () => {
+    const harness = new SimulatedHarness('qwen', TOOL_SETS.get('qwen-code')!, createSolverPolicy({ delegate: false }), 5)
+    harness.loseOutputOnce = ['pwd && find', 'python3 -m pytest -q']
+    const { final } = harness.converse(INSTRUCTION, 'main', harness.tools)
+    expect(final).toMatch(/passes now/)
+    expect(harness.files.get('stats/core.py')).toContain(FIX.fixed)
+    const shellResults = harness.log.filter((entry) => entry.name === 'run_shell_command').map((entry) => entry.result)
+    expect(shellResults[0]).toMatch(/^Command: pwd && find .*\nDirectory: \(root\)\nOutput: \(empty\)\n/)
+    expect(shellResults[1]).toContain('./test_stats.py')
+    expect(harness.loseOutputOnce).toEqual([])
+  })
+
+  it('runs the listing again when only its pwd line came back (the tool result a failing npm test run recorded)', () => {
+    const policy = createSolverPolicy({ delegate: false })
+    const recorded = TOOL_SETS.get('qwen-code')!
+    const command = "pwd && find . -type f -not -path './.git/*' -not -name '*.pyc' | sort"
+    // Verbatim from a rejected attempt's transcript (generate-sft in a full npm test under load, 2026-11-25).
+    const lost = `Command: ${command}\nDirectory: (root)\nOutput: /polar/session/workspace\nError: (none)\nExit Code: 0\nSignal: (none)\nProcess Group PGID: (none)`
+    const messages: TemplateMessage[] = [
+      { role: 'system', content: recorded.system },
+      { role: 'user', content: INSTRUCTION },
+      {
+        role: 'assistant',
+        content: '',
+        tool_calls: [{ id: 'c1', type: 'function', function: { name: 'run_shell_command', arguments: { command } } }],
+      },
+      { role: 'tool', tool_call_id: 'c1', content: lost },
+    ]
+    const { text } = policy.generate({
+      messages,
+      tools: toToolSpecs(recorded.tools),
+      enableThinking: true,
+      responseFormat: null,
+      rng: createRng(5),
+    })
+    const parsed = parseAssistantOutput(text, { parseToolCalls: true })
+    expect(parsed.content ?? '').not.toMatch(/could not find any Python test files/)
+    expect(parsed.toolCalls.map((call) => JSON.parse(call.arguments).command)).toEqual([command])
+  })
+
+  it('gives up on a listing without any file only after running it twice', () => {
+    const harness = new SimulatedHarness('qwen', TOOL_SETS.get('qwen-code')!, createSolverPolicy({ delegate: false }), 5)
+    harness.loseOutputOnce = ['pwd && find', 'pwd && find']
+    expect(harness.converse(INSTRUCTION, 'main', harness.tools).final).toMatch(/could not find any Python test files/)
+    expect(harness.calls).toBe(3)
   })
 
   it('without a shell tool, says so instead of guessing', () => {
