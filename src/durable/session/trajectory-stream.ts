@@ -253,10 +253,10 @@ async function prefixMergingShell(log: CompletionLog, request: StreamRequest, se
   return { ...(await tolerantShell(source, records, config, session)), late: all.length - records.length }
 }
 
-type TolerantConfig = PrefixMergingConfig & { warnings: ReturnType<typeof checkBuilderConfig>['warnings'] }
+type MergeConfig = PrefixMergingConfig & { warnings: ReturnType<typeof checkBuilderConfig>['warnings'] }
 
 /** The prefix_merging config of `request` and the warnings `checkBuilderConfig` gives. */
-function prefixMergingConfig(request: StreamRequest): TolerantConfig {
+function prefixMergingConfig(request: StreamRequest): MergeConfig {
   const { config: checked, warnings } = checkBuilderConfig('prefix_merging', request.config)
   return { ...prefixMergingConfigSchema.parse(applyMergePreset(checked)), warnings }
 }
@@ -265,7 +265,7 @@ function prefixMergingConfig(request: StreamRequest): TolerantConfig {
 async function tolerantShell(
   source: LogRecords,
   records: readonly CompletionRecord[],
-  { warnings, ...config }: TolerantConfig,
+  { warnings, ...config }: MergeConfig,
   session: SessionInfo,
 ): Promise<Omit<Shell, 'late'>> {
   const run = startPrefixMerging(records, { config, session })

@@ -34,7 +34,7 @@ export function rewriteAdminPath(request: Request): AdminPathResult {
   if (pathStart < 0 || !raw.startsWith('/t/', pathStart)) return NONE
   const url = new URL(raw)
   const match = PREFIX.exec(url.pathname)
-  if (!match) return { kind: 'none' }
+  if (!match) return NONE
   const token = decodeURIComponent(match[1] ?? '')
   const rest = match[2] ?? '/'
   if (!token || !ADMIN_PATHS.some((pattern) => pattern.test(rest))) return { kind: 'not_found' }
