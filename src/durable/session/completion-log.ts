@@ -10,6 +10,11 @@
  * ancestors in batches with one recursive query each and stopping at the first one in memory, and copies
  * each stored token and character at most once.
  *
+ * The body sent upstream differs from the harness's own body of the same turn by a few edits (the engine
+ * reads `reasoning` where the harness sent `reasoning_content`, in every assistant message). When its middle
+ * is mostly text of this row's original middle, it is stored as copies of that (`request_edits`, schema v4,
+ * `copyCode`): each turn's new text once, plus a short edit list, and a read still touches this row only.
+ *
  * Rows written before schema v2 (`request_length IS NULL`) were cut every 48 levels and are still read
  * the old way, forwards from their chain's root.
  */
@@ -28,8 +33,18 @@ import {
   mapCoded,
   messageIndex,
   sliceCoded,
+  pushPiece,
 } from './message-layout.ts'
-import { applyTextDelta, commonPrefix, diffText, type TextDelta } from './text-delta.ts'
+import {
+  applyCopyCode,
+  applyTextDelta,
+  type CopyCode,
+  commonPrefix,
+  copyCode,
+  copyCodePieces,
+  diffText,
+  type TextDelta,
+} from './text-delta.ts'
 import { canonicalPromptText, type PromptText, parsePromptText, parsePromptTextAgainst, sharedPromptIds } from './prompt-ids.ts'
 import { commonPrefixLength, packLogprobs, packTokens, unpackLogprobs, unpackTokens } from './token-codec.ts'
 
@@ -63,6 +78,12 @@ const REQUEST_BASE_ORIGINAL = 1
 const RECENT_BASES = 16
 /** Completions reloaded as delta bases after the object wakes. */
 const WARM_BASES = 8
+/** A request middle shorter than this is stored as it is (coding it against the original could save little). */
+const MIN_CODED_MIDDLE = 256
+/** A coded middle must store at most this share of the plain middle's characters (else it is stored plain). */
+const CODED_SHARE = 0.5
+/** Edit lists longer than this (JSON characters) are not kept: the row stays small and never spills them. */
+const MAX_EDITS_CHARS = 64 * 1024
 
 interface Materialized {
   seq: number
@@ -107,7 +128,10 @@ export interface CompletionRow {
   request_base: number
   request_prefix: number
   request_suffix: number
+  /** The middle of the upstream body, or with `request_edits` the characters its copies do not cover. */
   request_middle: string | null
+  /** Schema v4: the upstream body's middle as copies of `original_middle` (`CopyCode.ops` as JSON); null: `request_middle` is the middle. */
+  request_edits: string | null
   original_prefix: number
   original_suffix: number
   original_middle: string | null
@@ -192,10 +216,14 @@ export class CompletionLog {
   /** How the last recorded prompt text was read: ids copied from the base, characters parsed (tests bound them). */
   lastPromptRead: { copied: number; parsedChars: number } | null = null
 
-  constructor(sql: Sql, blobs: BlobStore, sessionId: string) {
+  /** Code upstream middles against the original's (`request_edits`); false writes the v3 layout (tests compare both). */
+  readonly #requestEdits: boolean
+
+  constructor(sql: Sql, blobs: BlobStore, sessionId: string, options: { requestEdits?: boolean } = {}) {
     this.#sql = sql
     this.#blobs = blobs
     this.#sessionId = sessionId
+    this.#requestEdits = options.requestEdits ?? true
   }
 
   /** What read-side helpers over the same tables need (`log-records.ts`). */
@@ -239,14 +267,23 @@ export class CompletionLog {
     const fromParent = base && parentCanWin ? diffText(base.requestText, requestText) : null
     const requestBase = fromParent && fromParent.middle.length < fromOriginal.middle.length ? REQUEST_BASE_PARENT : REQUEST_BASE_ORIGINAL
     const request = requestBase === REQUEST_BASE_PARENT && fromParent ? fromParent : fromOriginal
+    const edits = this.#codeMiddle(request.middle, original.middle)
     const logprobs = packLogprobs(input.response_logprobs)
-    const messages = this.#indexMessages(base, requestText, input.original_text, requestBase === REQUEST_BASE_PARENT, request, original)
+    const messages = this.#indexMessages(
+      base,
+      requestText,
+      input.original_text,
+      requestBase === REQUEST_BASE_PARENT,
+      request,
+      original,
+      edits,
+    )
 
     const fields: Record<string, ArrayBuffer | string | null> = {
       prompt_suffix: promptIds ? packTokens(prompt.subarray(shared)) : null,
       response_tokens: input.response_token_ids ? packTokens(input.response_token_ids) : null,
       logprobs: logprobs.buffer,
-      request_middle: request.middle,
+      request_middle: edits ? edits.literals : request.middle,
       original_middle: original.middle,
     }
     const spilled: Record<string, string> = {}
@@ -278,6 +315,7 @@ export class CompletionLog {
       metadata: JSON.stringify(input.metadata),
       spilled: Object.keys(spilled).length ? JSON.stringify(spilled) : null,
       request_messages: messages ? JSON.stringify(messages.index) : null,
+      request_edits: edits ? edits.json : null,
     }
     for (const value of Object.values(json)) storedBytes += value?.length ?? 0
 
@@ -285,9 +323,9 @@ export class CompletionLog {
       `INSERT INTO rg_completions (seq, completion_id, created_at, api, agent, model_requested, model_used, stream,
         status, trainable, finish_reason, stop_reason, delta_depth, prompt_parent, prompt_shared, prompt_length,
         prompt_suffix, response_tokens, logprobs, logprobs_format, request_base, request_prefix, request_suffix, request_middle,
-        original_prefix, original_suffix, original_middle, request_length, original_length, request_messages, spilled,
+        request_edits, original_prefix, original_suffix, original_middle, request_length, original_length, request_messages, spilled,
         response_message, usage, warnings, error, timing, provenance, metadata)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (completion_id) DO NOTHING RETURNING seq`,
       seq,
       input.completion_id,
@@ -313,6 +351,7 @@ export class CompletionLog {
       request.prefix,
       request.suffix,
       fields.request_middle as string | null,
+      json.request_edits,
       original.prefix,
       original.suffix,
       fields.original_middle as string | null,
@@ -466,7 +505,7 @@ export class CompletionLog {
         COALESCE(SUM(LENGTH(response_tokens)), 0) / 4 AS output_tokens,
         COALESCE(SUM(LENGTH(prompt_suffix) + LENGTH(response_tokens) + COALESCE(LENGTH(logprobs), 0)), 0) AS token_bytes,
         COALESCE(SUM(LENGTH(CAST(request_middle AS BLOB)) + LENGTH(CAST(original_middle AS BLOB))
-          + COALESCE(LENGTH(CAST(request_messages AS BLOB)), 0)), 0) AS text_bytes,
+          + COALESCE(LENGTH(CAST(request_messages AS BLOB)), 0) + COALESCE(LENGTH(request_edits), 0)), 0) AS text_bytes,
         COALESCE(SUM(LENGTH(response_message) + LENGTH(usage) + LENGTH(warnings) + LENGTH(timing)
           + LENGTH(provenance) + LENGTH(metadata) + LENGTH(completion_id) + LENGTH(created_at)), 0) AS metadata_bytes,
         COALESCE(SUM(spilled IS NOT NULL), 0) AS spilled_objects
@@ -565,6 +604,7 @@ export class CompletionLog {
     fromParent: boolean,
     request: TextDelta,
     original: TextDelta,
+    edits: CopyCode | null,
   ): { layout: MessageLayout; index: MessageIndex } | null {
     const baseLayout = base ? this.#layoutOf(base) : null
     const shared =
@@ -575,9 +615,13 @@ export class CompletionLog {
     this.lastMessagesScan = extended?.scanned ?? null
     if (extended === null) return null
     const originalCoding: Coding = { delta: original, base: base?.originalText ?? null, field: 'o' }
+    // A coded middle's characters are this row's literals (`q`) and copies of its original middle (`o`).
+    const middle: Coding['middle'] = edits
+      ? (start, end, out) => copyCodePieces(edits.ops, start, end, (literal, from, to) => pushPiece(out, [literal ? 'q' : 'o', from, to]))
+      : undefined
     const coding: Coding = fromParent
-      ? { delta: request, base: (base as Materialized).requestText, field: 'q' }
-      : { delta: request, base: originalText, field: 'q', below: (start, end, out) => mapCoded(start, end, originalCoding, out) }
+      ? { delta: request, base: (base as Materialized).requestText, field: 'q', middle }
+      : { delta: request, base: originalText, field: 'q', middle, below: (start, end, out) => mapCoded(start, end, originalCoding, out) }
     return { layout: extended.layout, index: messageIndex(extended.layout, extended.kept, extended.same, coding) }
   }
 
@@ -650,6 +694,15 @@ export class CompletionLog {
       : { base: fallback, shared: fallback ? commonPrefixLength(fallback.prompt, prompt, known.get(fallback.seq)) : 0 }
   }
 
+  /** `middle` as copies of `source` (this row's original middle), when that stores at most `CODED_SHARE` of it. */
+  #codeMiddle(middle: string, source: string): (CopyCode & { json: string }) | null {
+    if (!this.#requestEdits || middle.length < MIN_CODED_MIDDLE || source.length === 0) return null
+    const code = copyCode(source, middle, Math.floor(middle.length * CODED_SHARE))
+    if (code === null) return null
+    const json = JSON.stringify(code.ops)
+    return json.length <= MAX_EDITS_CHARS ? { ...code, json } : null
+  }
+
   #remember(entry: Materialized): void {
     this.#cache.delete(entry.seq)
     this.#cache.set(entry.seq, entry)
@@ -713,19 +766,17 @@ export class CompletionLog {
   }
 
   async #chainLevel(row: CompletionRow): Promise<ChainLevel> {
+    const originalMiddle = (await this.#field<string>(row, 'original_middle', 'text')) ?? ''
+    const requestMiddle = (await this.#field<string>(row, 'request_middle', 'text')) ?? ''
     return {
       shared: row.prompt_shared,
       promptLength: row.prompt_length ?? 0,
       suffix: unpackTokens(await this.#field<ArrayBuffer>(row, 'prompt_suffix', 'bytes')),
-      original: {
-        prefix: row.original_prefix,
-        suffix: row.original_suffix,
-        middle: (await this.#field<string>(row, 'original_middle', 'text')) ?? '',
-      },
+      original: { prefix: row.original_prefix, suffix: row.original_suffix, middle: originalMiddle },
       request: {
         prefix: row.request_prefix,
         suffix: row.request_suffix,
-        middle: (await this.#field<string>(row, 'request_middle', 'text')) ?? '',
+        middle: row.request_edits === null ? requestMiddle : decodeMiddle(row, requestMiddle, originalMiddle),
       },
       requestFromParent: row.request_base === REQUEST_BASE_PARENT,
       originalLength: row.original_length ?? 0,
@@ -758,8 +809,9 @@ export class CompletionLog {
     const prompt = new Uint32Array(row.prompt_shared + suffix.length)
     if (base) prompt.set(base.prompt.subarray(0, row.prompt_shared))
     prompt.set(suffix, row.prompt_shared)
-    const requestMiddle = (await this.#field<string>(row, 'request_middle', 'text')) ?? ''
+    const storedMiddle = (await this.#field<string>(row, 'request_middle', 'text')) ?? ''
     const originalMiddle = (await this.#field<string>(row, 'original_middle', 'text')) ?? ''
+    const requestMiddle = row.request_edits === null ? storedMiddle : decodeMiddle(row, storedMiddle, originalMiddle)
     const originalText = base
       ? applyTextDelta(base.originalText, { prefix: row.original_prefix, suffix: row.original_suffix, middle: originalMiddle })
       : originalMiddle
@@ -821,4 +873,13 @@ export class CompletionLog {
     }
     return { record, bytes }
   }
+}
+
+/** A v4 row's upstream middle from its literals and its original middle (checked against the stored lengths). */
+function decodeMiddle(row: CompletionRow, literals: string, originalMiddle: string): string {
+  const middle = applyCopyCode({ ops: JSON.parse(row.request_edits as string) as number[], literals }, originalMiddle)
+  if (row.request_length !== null && middle.length !== row.request_length - row.request_prefix - row.request_suffix) {
+    throw new Error(`completion ${row.seq}: its request edits do not decode to the stored length`)
+  }
+  return middle
 }

@@ -63,6 +63,7 @@ type LightRow = Pick<
   | 'original_suffix'
   | 'original_length'
   | 'request_middle'
+  | 'request_edits'
   | 'request_messages'
   | 'response_tokens'
   | 'logprobs'
@@ -89,7 +90,7 @@ const LIGHT_COLUMNS = `seq, completion_id, created_at, api, agent, model_request
   finish_reason, stop_reason, prompt_parent, prompt_shared, prompt_length, response_tokens, logprobs, logprobs_format,
   request_base, request_prefix, request_suffix, request_length, original_prefix, original_suffix, original_length,
   CASE WHEN LENGTH(request_middle) <= ${SMALL_MIDDLE_CHARS} THEN request_middle END AS request_middle,
-  request_messages, spilled, response_message, usage, warnings, error, timing, provenance, metadata`
+  request_edits, request_messages, spilled, response_message, usage, warnings, error, timing, provenance, metadata`
 
 /** Prompts by seq, least recently used first, bounded in tokens. */
 class PromptCache {
@@ -203,7 +204,10 @@ interface TextCoding {
   requestSuffix: number
   /** Null on rows written before schema v2. */
   requestLength: number | null
+  /** The body's middle when known from the small fields (short and stored plain); null otherwise. */
   requestMiddle: string | null
+  /** What the row stores as `request_middle` when short (the middle, or a coded middle's literals); null otherwise. */
+  storedRequestMiddle: string | null
   originalPrefix: number
   originalLength: number | null
 }
@@ -254,7 +258,8 @@ class LogRecord implements CompletionRecord {
       requestPrefix: row.request_prefix,
       requestSuffix: row.request_suffix,
       requestLength: row.request_length,
-      requestMiddle: row.request_middle,
+      requestMiddle: row.request_edits === null ? row.request_middle : null,
+      storedRequestMiddle: row.request_middle,
       originalPrefix: row.original_prefix,
       originalLength: row.original_length,
     }
@@ -430,7 +435,7 @@ export class LogRecords {
     const needs = (middle: 'q' | 'o') => (index.tail as TailPiece[]).some((piece) => typeof piece !== 'string' && piece[0] === middle)
     const needsOriginal = needs('o')
     // A short request middle came with the small fields: no read at all for the usual turn.
-    const known = record.textDelta.requestMiddle
+    const known = record.textDelta.storedRequestMiddle
     if (needsOriginal || (needs('q') && known === null)) {
       const middles = reading(() => (this.#middles as ForwardRows<MiddleRow>).get(record.seq))
       requestMiddle = middles?.request_middle ?? (await this.#spilledText(record, 'request_middle'))
@@ -470,6 +475,7 @@ export class LogRecords {
     const delta = record.textDelta
     if (delta.parent === null) return null
     if (delta.requestBase === REQUEST_BASE_PARENT) return { seq: delta.parent, length: delta.requestPrefix }
+    // A coded middle (`request_edits`) is not read here: its length, hence the shift, is not known either.
     const parent = this.#bySeq.get(delta.parent)?.textDelta
     if (parent === undefined || parent.requestBase === REQUEST_BASE_PARENT) return null
     const prefixOnly = { seq: delta.parent, length: Math.min(delta.requestPrefix, delta.originalPrefix, parent.requestPrefix) }

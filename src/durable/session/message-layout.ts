@@ -38,7 +38,10 @@ export interface MessageLayout {
   after: string
 }
 
-/** A tail piece: a literal, or a slice of this row's request middle (`q`) or original middle (`o`). */
+/**
+ * A tail piece: a literal, or a slice of this row's request middle (`q`) or original middle (`o`). On a row whose
+ * request middle is coded (`request_edits`), `q` slices its stored literals: the tail never needs the edits.
+ */
 export type TailPiece = string | ['q' | 'o', number, number]
 
 /** What the log stores about a body's messages (JSON in `request_messages`). */
@@ -165,9 +168,12 @@ export interface Coding {
   field: 'q' | 'o'
   /** Maps a range of `base` further (a request coded against its own original); else it is a literal. */
   below?: (start: number, end: number, out: TailPiece[]) => void
+  /** Maps a range of `delta.middle` (a middle stored as copies of the original middle, schema v4); else one `field` slice. */
+  middle?: (start: number, end: number, out: TailPiece[]) => void
 }
 
-function pushPiece(out: TailPiece[], piece: TailPiece): void {
+/** Append a piece, joined to the last one when they are adjacent. */
+export function pushPiece(out: TailPiece[], piece: TailPiece): void {
   const last = out[out.length - 1]
   if (typeof piece === 'string') {
     if (piece === '') return
@@ -191,7 +197,10 @@ export function mapCoded(start: number, end: number, coding: Coding, out: TailPi
   }
   if (start < delta.prefix) fromBase(start, Math.min(end, delta.prefix))
   if (end > delta.prefix && start < middleEnd) {
-    pushPiece(out, [coding.field, Math.max(start, delta.prefix) - delta.prefix, Math.min(end, middleEnd) - delta.prefix])
+    const from = Math.max(start, delta.prefix) - delta.prefix
+    const to = Math.min(end, middleEnd) - delta.prefix
+    if (coding.middle) coding.middle(from, to, out)
+    else pushPiece(out, [coding.field, from, to])
   }
   if (end > middleEnd) {
     const shift = (base?.length ?? 0) - delta.suffix - middleEnd

@@ -4,7 +4,8 @@
  *
  * Storage is linear in the session (docs: README "How capture works"): a prompt is stored as (parent
  * completion, shared prefix length, suffix tokens); request bodies as (parent, common prefix/suffix,
- * middle text, length). Existing sessions migrate in place on wake; their old rows stay readable.
+ * middle text, length), the upstream body's middle possibly as copies of the original's (v4). Existing
+ * sessions migrate in place on wake; their old rows stay readable.
  */
 import type { Sql } from './sql.ts'
 
@@ -55,6 +56,11 @@ export const MIGRATIONS: readonly string[] = [
   // v3: where each upstream body's messages lie and where the text of the messages it adds is stored
   // (\`message-layout.ts\`), so a build parses only new messages. Rows without it (v1, v2) are read whole.
   `ALTER TABLE rg_completions ADD COLUMN request_messages TEXT;`,
+  // v4: an upstream body's middle may be stored as copies of the same row's original middle plus the characters
+  // they do not cover (\`request_middle\`), the copies as JSON in \`request_edits\` (\`copyCode\` in \`text-delta.ts\`):
+  // the engine body renames a key in every assistant message, so it cannot share the harness body's text by
+  // prefix and suffix alone. Rows without it (v1–v3) store the middle plain and are read as before.
+  `ALTER TABLE rg_completions ADD COLUMN request_edits TEXT;`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

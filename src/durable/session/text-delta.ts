@@ -75,3 +75,199 @@ export function diffText(base: string, text: string): TextDelta {
 export function applyTextDelta(base: string, delta: TextDelta): string {
   return base.slice(0, delta.prefix) + delta.middle + base.slice(base.length - delta.suffix)
 }
+
+/**
+ * A text coded as copies of ranges of a *source* text plus the characters no copy covers (`literals`, in
+ * order). `ops` holds three numbers per copy: the literal characters before it, its source start, its length;
+ * the literals left after the last copy end the text. Used for the body sent upstream against the harness's
+ * own text of the same turn: they differ by a few renamed or moved keys (`reasoning_content` → `reasoning`).
+ */
+export interface CopyCode {
+  ops: number[]
+  literals: string
+}
+
+/** Units hashed per source position. */
+const BLOCK = 16
+/**
+ * Source positions indexed at most: every position of a source up to this long (a turn's new messages), so the
+ * match found first is also where the last copy's neighbourhood continues; a longer source every few units.
+ */
+const MAX_INDEXED = 1 << 16
+/** A shorter match costs about what its literal text would (three numbers of JSON): not copied. */
+const MIN_COPY = 24
+/** Source blocks with the same hash compared at most per position (repeated text: the longest match wins). */
+const MAX_CANDIDATES = 8
+/** Polynomial rolling hash base, and base^(BLOCK − 1) mod 2^32. */
+const HASH_BASE = 0x01000193
+const HASH_TOP = (() => {
+  let power = 1
+  for (let i = 1; i < BLOCK; i++) power = Math.imul(power, HASH_BASE)
+  return power
+})()
+
+function blockHash(text: string, at: number): number {
+  let hash = 0
+  for (let i = at; i < at + BLOCK; i++) hash = (Math.imul(hash, HASH_BASE) + text.charCodeAt(i)) | 0
+  return hash
+}
+
+/** Length of the common run of `a` from `ai` and `b` from `bi` (block compares, as `commonPrefix`). */
+function matchLength(a: string, ai: number, b: string, bi: number): number {
+  const limit = Math.min(a.length - ai, b.length - bi)
+  let n = 0
+  let block = SCAN
+  while (limit - n > SCAN) {
+    const size = Math.min(block, limit - n)
+    if (a.slice(ai + n, ai + n + size) === b.slice(bi + n, bi + n + size)) {
+      n += size
+      block *= 2
+    } else break
+  }
+  while (n < limit && a.charCodeAt(ai + n) === b.charCodeAt(bi + n)) n++
+  return n
+}
+
+/** Characters one copy costs in the stored ops (three numbers as JSON), about. */
+function opCost(literal: number, start: number, length: number): number {
+  return String(literal).length + String(start).length + String(length).length + 3
+}
+
+/**
+ * `target` as copies of `source` and literals, or null when that would store more than `budget` characters
+ * (literals plus ops as JSON, about): then the caller keeps the plain text. One pass over `target` with a
+ * rolling hash over the source's positions (chained like zlib's), each position trying the place the last copy
+ * would continue at and a few positions with its hash, keeping the longest match, and of equally long ones
+ * the nearest after the last copy (JSON repeats its keys in every message; the right one is usually next):
+ * O(|source| + |target|) but for the matches compared. Copies never start or end inside a surrogate pair, so
+ * the literals are valid UTF-16 whenever `target` is.
+ */
+export function copyCode(source: string, target: string, budget: number): CopyCode | null {
+  if (source.length < BLOCK || target.length < MIN_COPY) return null
+  const stride = Math.ceil((source.length - BLOCK + 1) / MAX_INDEXED)
+  const indexed = Math.floor((source.length - BLOCK) / stride) + 1
+  const head = new Map<number, number>()
+  /** Indexed position i's (`i * stride`) previous one with the same hash (-1: none). */
+  const chain = new Int32Array(indexed)
+  let sourceHash = blockHash(source, 0)
+  for (let i = 0, at = 0; i < indexed; i++) {
+    chain[i] = head.get(sourceHash) ?? -1
+    head.set(sourceHash, i)
+    // Roll on to the next indexed position (a stride of one unit, or several).
+    const next = at + stride
+    if (next + BLOCK > source.length) break
+    if (stride === 1) {
+      sourceHash = (Math.imul(sourceHash - Math.imul(source.charCodeAt(at), HASH_TOP), HASH_BASE) + source.charCodeAt(at + BLOCK)) | 0
+    } else sourceHash = blockHash(source, next)
+    at = next
+  }
+  const ops: number[] = []
+  const literals: string[] = []
+  let stored = 0
+  let literalStart = 0
+  /** Where in `source` the last copy ended (the next one often continues there, after a few literal units). */
+  let sourceEnd = 0
+  /** How far a copy starting at `from` is from where the last one ended (behind it counts as farther). */
+  const distance = (from: number) => (from >= sourceEnd ? from - sourceEnd : source.length + sourceEnd - from)
+  const last = target.length - BLOCK
+  let at = 0
+  let hash = last >= 0 ? blockHash(target, 0) : 0
+  while (at <= last) {
+    let bestFrom = -1
+    let bestBack = 0
+    let bestLength = 0
+    const consider = (from: number) => {
+      if (from < 0 || from + BLOCK > source.length || source.charCodeAt(from) !== target.charCodeAt(at)) return
+      if (source.slice(from, from + BLOCK) !== target.slice(at, at + BLOCK)) return
+      let back = 0
+      while (at - back > literalStart && from - back > 0 && source.charCodeAt(from - back - 1) === target.charCodeAt(at - back - 1)) back++
+      const length = back + BLOCK + matchLength(source, from + BLOCK, target, at + BLOCK)
+      const nearer = length === bestLength && distance(from - back) < distance(bestFrom - bestBack)
+      if (length > bestLength || nearer) {
+        bestFrom = from
+        bestBack = back
+        bestLength = length
+      }
+    }
+    const expected = sourceEnd + at - literalStart
+    consider(expected)
+    let candidate = head.get(hash) ?? -1
+    for (let tried = 0; candidate >= 0 && tried < MAX_CANDIDATES; tried++, candidate = chain[candidate] as number) {
+      if (candidate * stride !== expected) consider(candidate * stride)
+    }
+    if (bestFrom >= 0) {
+      let start = at - bestBack
+      let from = bestFrom - bestBack
+      let length = bestLength
+      if (isLowSurrogate(target.charCodeAt(start))) {
+        start++
+        from++
+        length--
+      }
+      if (start + length < target.length && isLowSurrogate(target.charCodeAt(start + length))) length--
+      if (length >= MIN_COPY) {
+        literals.push(target.slice(literalStart, start))
+        ops.push(start - literalStart, from, length)
+        stored += start - literalStart + opCost(start - literalStart, from, length)
+        if (stored > budget) return null
+        at = start + length
+        literalStart = at
+        sourceEnd = from + length
+        if (at <= last) hash = blockHash(target, at)
+        continue
+      }
+    }
+    if (at < last) hash = (Math.imul(hash - Math.imul(target.charCodeAt(at), HASH_TOP), HASH_BASE) + target.charCodeAt(at + BLOCK)) | 0
+    at++
+    if (stored + at - literalStart > budget) return null
+  }
+  literals.push(target.slice(literalStart))
+  stored += target.length - literalStart
+  return stored > budget || ops.length === 0 ? null : { ops, literals: literals.join('') }
+}
+
+/** The text a `CopyCode` stands for, given its source; throws when the code does not fit the source. */
+export function applyCopyCode(code: CopyCode, source: string): string {
+  const { ops, literals } = code
+  if (ops.length % 3 !== 0) throw new Error('copy code: ops are not triples')
+  let out = ''
+  let literal = 0
+  for (let i = 0; i < ops.length; i += 3) {
+    const before = ops[i] as number
+    const from = ops[i + 1] as number
+    const length = ops[i + 2] as number
+    if (literal + before > literals.length || from < 0 || from + length > source.length) {
+      throw new Error('copy code: a range lies outside its literals or its source')
+    }
+    out += literals.slice(literal, literal + before)
+    literal += before
+    out += source.slice(from, from + length)
+  }
+  return out + literals.slice(literal)
+}
+
+/**
+ * The pieces of the range [start, end) of a `CopyCode`'s text, in order: `emit(true, a, b)` for literals[a:b],
+ * `emit(false, a, b)` for source[a:b].
+ */
+export function copyCodePieces(
+  ops: readonly number[],
+  start: number,
+  end: number,
+  emit: (literal: boolean, from: number, to: number) => void,
+): void {
+  let position = 0
+  let literal = 0
+  const piece = (isLiteral: boolean, from: number, length: number) => {
+    const low = Math.max(start, position)
+    const high = Math.min(end, position + length)
+    if (high > low) emit(isLiteral, from + low - position, from + high - position)
+    position += length
+  }
+  for (let i = 0; i < ops.length && position < end; i += 3) {
+    piece(true, literal, ops[i] as number)
+    literal += ops[i] as number
+    piece(false, ops[i + 1] as number, ops[i + 2] as number)
+  }
+  if (position < end) emit(true, literal + Math.max(0, start - position), literal + end - position)
+}

@@ -15,11 +15,11 @@ import { completionInput, growingSession, growingSessionInputs } from '../../sup
 import { LogRecords } from '../../../src/durable/session/log-records.ts'
 import { diffText } from '../../../src/durable/session/text-delta.ts'
 
-function openLog() {
+function openLog(options: { requestEdits?: boolean } = {}) {
   const { sql, db } = nodeSql()
   ensureSchema(sql)
   const bucket = new MemoryBucket()
-  return { sql, db, bucket, log: () => new CompletionLog(sql, new BlobStore(bucket), 'ses_test') }
+  return { sql, db, bucket, log: () => new CompletionLog(sql, new BlobStore(bucket), 'ses_test', options) }
 }
 
 /**
@@ -120,11 +120,11 @@ describe('CompletionLog storage', () => {
   })
 
   it('migrates a v1 session: old rows (cut chains, no lengths) stay readable and new rows chain onto them', async () => {
-    const { sql, log } = openLog()
+    const { sql, bucket, log } = openLog()
     const inputs = growingSession(40)
-    const writer = log()
+    // The v3 layout (no coded middles), then the first 25 rows made to look like v1 rows: no body lengths.
+    const writer = new CompletionLog(sql, new BlobStore(bucket), 'ses_test', { requestEdits: false })
     for (const input of inputs.slice(0, 25)) await writer.record(input)
-    // Make the first 25 rows look like v1 rows: no body lengths.
     sql.run('UPDATE rg_completions SET request_length = NULL, original_length = NULL')
     const resumed = log()
     for (const input of inputs.slice(25)) await resumed.record(input)
