@@ -13,12 +13,13 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { type Command, InvalidArgumentError, Option } from 'commander'
 import type { TaskRequestInput } from '../../src/contract/rollout.ts'
-import type { SessionResult } from '../../src/contract/trajectory.ts'
 import { loadTaskFile } from '../../tasks/load.ts'
 import { readAttemptTranscript } from '../lib/attempt-transcript.ts'
 import { action, type CommonOptions, EXIT, edgeClient, output, UsageError, withEdgeOptions } from '../lib/common-options.ts'
 import type { EdgeClient } from '../lib/edge-client.ts'
+import { JsonlFile } from '../lib/jsonl-file.ts'
 import { startLocalStack } from '../lib/local-stack.ts'
+import { type ResultSummary, taskResultSummaries } from '../lib/task-results.ts'
 import { watchTask } from '../lib/task-watch.ts'
 
 const UPSTREAM_KINDS = ['vllm', 'sglang', 'openai'] as const
@@ -82,8 +83,13 @@ function finiteNumber(name: string) {
   }
 }
 
+/** What `attemptReward` reads of a `SessionResult` (a `ResultSummary` holds just that). */
+type Rewarded =
+  | Pick<ResultSummary, 'trajectory'>
+  | { trajectory: { metadata: Record<string, unknown>; traces: readonly { reward?: number | null }[] } }
+
 /** The outcome reward of an attempt: the evaluator's, else the best trace reward. */
-export function attemptReward(result: SessionResult): number | null {
+export function attemptReward(result: Rewarded): number | null {
   const evaluation = result.trajectory.metadata.evaluation as { outcome_reward?: unknown } | undefined
   if (typeof evaluation?.outcome_reward === 'number') return evaluation.outcome_reward
   const rewards = result.trajectory.traces.map((trace) => trace.reward).filter((reward): reward is number => typeof reward === 'number')
@@ -153,21 +159,25 @@ async function keepTranscript(client: EdgeClient, out: string, sessionId: string
   }
 }
 
-function ndjson(text: string): string[] {
-  return text.split('\n').filter((line) => line.trim() !== '')
-}
-
+/**
+ * The attempts' lines from the task's results (streamed, one small summary each), their transcripts when
+ * rejected, and the accepted attempts' exports appended to the JSONL files as they arrive: memory holds
+ * one result's summary and one export chunk, whatever the sessions' length.
+ */
 async function collect(
   client: EdgeClient,
-  results: readonly SessionResult[],
+  results: AsyncIterable<ResultSummary>,
   options: GenerateSftOptions,
   sessionDir: ((sessionId: string) => string) | null,
 ): Promise<GenerateSftSummary> {
   const out = resolve(options.out)
   mkdirSync(out, { recursive: true })
-  const attempts: AttemptLine[] = results.map((result) => {
+  const attempts: AttemptLine[] = []
+  let resultTaskId: string | null = null
+  for await (const result of results) {
+    resultTaskId ??= result.task_id
     const reward = attemptReward(result)
-    return {
+    attempts.push({
       session_id: result.session_id,
       status: result.status,
       reward,
@@ -175,37 +185,42 @@ async function collect(
       error: result.error,
       evaluation: (result.trajectory.metadata.evaluation as Record<string, unknown> | undefined) ?? null,
       transcript: null,
-    }
-  })
+    })
+  }
   for (const attempt of attempts.filter((entry) => !entry.accepted)) {
     attempt.transcript = await keepTranscript(client, out, attempt.session_id, sessionDir?.(attempt.session_id) ?? null)
   }
-  const sft: string[] = []
-  const tokens: string[] = []
   const withTokens = options.kind !== 'openai'
-  for (const attempt of attempts.filter((entry) => entry.accepted)) {
-    sft.push(...ndjson(await client.exportText(attempt.session_id, { builder: options.builder, format: 'sft' })))
-    if (withTokens) tokens.push(...ndjson(await client.exportText(attempt.session_id, { builder: options.builder, format: 'sft-tokens' })))
-  }
   const files = {
     sft: join(out, 'sft.jsonl'),
     sft_tokens: withTokens ? join(out, 'sft-tokens.jsonl') : null,
     attempts: join(out, 'attempts.jsonl'),
   }
-  const lines = (items: string[]) => (items.length === 0 ? '' : `${items.join('\n')}\n`)
-  writeFileSync(files.sft, lines(sft))
-  if (files.sft_tokens) writeFileSync(files.sft_tokens, lines(tokens))
-  writeFileSync(files.attempts, lines(attempts.map((attempt) => JSON.stringify(attempt))))
+  const sft = new JsonlFile(files.sft)
+  const tokens = files.sft_tokens ? new JsonlFile(files.sft_tokens) : null
+  try {
+    for (const attempt of attempts.filter((entry) => entry.accepted)) {
+      await sft.append(client.exportStream(attempt.session_id, { builder: options.builder, format: 'sft' }))
+      await tokens?.append(client.exportStream(attempt.session_id, { builder: options.builder, format: 'sft-tokens' }))
+    }
+    sft.close()
+    tokens?.close()
+  } catch (error) {
+    sft.discard()
+    tokens?.discard()
+    throw error
+  }
+  writeFileSync(files.attempts, attempts.length === 0 ? '' : `${attempts.map((attempt) => JSON.stringify(attempt)).join('\n')}\n`)
   const accepted = attempts.filter((attempt) => attempt.accepted).length
   return {
-    task_id: results[0]?.task_id ?? '',
+    task_id: resultTaskId ?? '',
     attempts: attempts.length,
     accepted,
     acceptance_rate: attempts.length === 0 ? 0 : accepted / attempts.length,
     threshold: options.threshold,
     files,
-    sft_lines: sft.length,
-    sft_token_lines: tokens.length,
+    sft_lines: sft.lines,
+    sft_token_lines: tokens?.lines ?? 0,
     results: attempts,
   }
 }
@@ -276,11 +291,14 @@ export function register(program: Command): void {
         const answer = await client.submitTask(task)
         submitted = true
         for (const warning of answer.warnings ?? []) process.stderr.write(`warning: ${warning}\n`)
-        const final = await watchTask(client, task.task_id, {
+        await watchTask(client, task.task_id, {
           signal: controller.signal,
+          results: false,
           ...(options.timeout ? { timeoutMs: options.timeout * 1000 } : {}),
         })
-        const summary = await collect(client, final.results, options, stack?.sessionDir ?? null)
+        // The results are streamed, one session at a time (a long session's is tens of MB).
+        const results = taskResultSummaries(client, task.task_id)
+        const summary = await collect(client, results, options, stack?.sessionDir ?? null)
         output(options, summary, () => render(summary))
         return summary.accepted > 0 ? EXIT.ok : EXIT.failed
       } catch (error) {

@@ -135,13 +135,25 @@ export class EdgeClient {
   async *exportStream(sessionId: string, options: ExportRequest): AsyncGenerator<Uint8Array> {
     const query = new URLSearchParams({ builder: options.builder, format: options.format })
     if (options.config) query.set('config', JSON.stringify(options.config))
+    yield* this.#chunks(`/v1/sessions/${encodeURIComponent(sessionId)}/trajectory?${query}`, '*/*', true)
+  }
+
+  /**
+   * A task's `TaskStatus` with its results (every session's `SessionResult`, tens of MB each for long
+   * sessions) as the edge streams it, chunk by chunk (the timeout as in `exportStream`).
+   */
+  taskResultStream(taskId: string): AsyncGenerator<Uint8Array> {
+    return this.#chunks(`/rollout/task/${encodeURIComponent(taskId)}`, 'application/json', false)
+  }
+
+  /** The body of `GET path` chunk by chunk; the timeout bounds the wait for the answer, then for each chunk. */
+  async *#chunks(path: string, accept: string, skipLeadingSpace: boolean): AsyncGenerator<Uint8Array> {
     const controller = new AbortController()
     let timer = setTimeout(() => controller.abort(), this.#timeoutMs)
-    const path = `/v1/sessions/${encodeURIComponent(sessionId)}/trajectory?${query}`
     try {
-      const response = await this.request('GET', path, undefined, '*/*', controller.signal)
+      const response = await this.request('GET', path, undefined, accept, controller.signal)
       const reader = (response.body as ReadableStream<Uint8Array>).getReader()
-      let leading = true
+      let leading = skipLeadingSpace
       for (;;) {
         clearTimeout(timer)
         timer = setTimeout(() => controller.abort(), this.#timeoutMs)

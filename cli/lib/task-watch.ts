@@ -52,6 +52,8 @@ export interface WatchOptions {
   /** Where progress goes (default stderr, so `--json` stdout stays one document). */
   stream?: NodeJS.WriteStream
   signal?: AbortSignal
+  /** Read the results with the final status (default true; false: the caller streams them itself). */
+  results?: boolean
 }
 
 /** Following a task gave up after `timeoutMs`; the task itself goes on. */
@@ -92,7 +94,7 @@ export async function liveSessions(client: EdgeClient, status: TaskStatus): Prom
   return status.sessions.map((session) => ({ ...session, status: live.get(session.session_id) ?? session.status }))
 }
 
-/** Poll the task until it is no longer running; returns the final status (with results). */
+/** Poll the task until it is no longer running; returns the final status (with results unless `results: false`). */
 export async function watchTask(client: EdgeClient, taskId: string, options: WatchOptions = {}): Promise<TaskStatus> {
   const stream = options.stream ?? process.stderr
   const tty = options.tty ?? Boolean(stream.isTTY)
@@ -126,7 +128,7 @@ export async function watchTask(client: EdgeClient, taskId: string, options: Wat
         if (line !== last) stream.write(`${line}\n`)
         last = line
       }
-      if (status.status !== 'running') return await client.taskStatus(taskId, true)
+      if (status.status !== 'running') return options.results === false ? status : await client.taskStatus(taskId, true)
       if (Date.now() > deadline) throw new WatchTimeoutError(taskId, options.timeoutMs ?? 0)
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, intervalMs)
