@@ -49,7 +49,7 @@ const session = { session_id: config.session_id, task_id: config.task_id, metada
 const written = await writeChunks(
   bucket,
   `trajectories/${config.session_id}/${builder}.json`,
-  sampled(trajectoryChunks(log, { builder, ...(builderConfig ? { config: builderConfig } : {}) }, session)),
+  sampled(trajectoryChunks(log, { builder, ...(builderConfig ? { config: builderConfig } : {}) }, session, undefined, 'background')),
   'application/json',
 )
 const ms = performance.now() - t0

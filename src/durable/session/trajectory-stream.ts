@@ -69,20 +69,29 @@ export function contentTypeOf(format: TrajectoryFormat): string {
   return format === 'trajectory' || format === 'session_result' ? 'application/json' : 'application/x-ndjson'
 }
 
+/**
+ * How often the build gives the event loop a turn. `reader`: a client reads the chunks as they come (a GET):
+ * its first byte leaves before the build and what was written is flushed while the routing pass runs.
+ * `background`: nobody reads before the end (finalize writes to R2): a turn now and then only so the object
+ * serves other requests during a long build (each turn costs wall time in workerd: ~10 % of a 200-turn finalize).
+ */
+export type BuildPace = 'reader' | 'background'
+
 /** The trajectory of `log` as text chunks in `format`. */
 export async function* trajectoryChunks(
   log: CompletionLog,
   request: StreamRequest,
   session: SessionInfo & { session_id: string; task_id: string | null },
   summary: StreamSummary = { trace_count: 0 },
+  pace: BuildPace = 'reader',
 ): AsyncGenerator<string> {
   const format = request.format ?? 'trajectory'
   // One space first, valid in every format (JSON allows leading whitespace; in NDJSON it starts the first
   // row's line), then a macrotask, so the first byte leaves before the build: reading the log is
   // synchronous (SQLite), and without it the stream's next pull would run the whole routing pass first.
   yield ' '
-  await macrotask()
-  const shell = await trajectoryShell(log, request, session)
+  if (pace === 'reader') await macrotask()
+  const shell = await trajectoryShell(log, request, session, Number.POSITIVE_INFINITY, pace)
   if (format === 'trajectory' || format === 'session_result') {
     if (format === 'session_result') {
       yield `{"session_id":${JSON.stringify(session.session_id)},"task_id":${JSON.stringify(session.task_id ?? UNKNOWN_TASK_ID)},"status":${JSON.stringify(shell.status)},"trajectory":`
@@ -128,10 +137,11 @@ export async function trajectoryShell(
   request: StreamRequest,
   session: SessionInfo,
   throughSeq = Number.POSITIVE_INFINITY,
+  pace: BuildPace = 'reader',
 ): Promise<Shell> {
   return request.builder === 'per_request'
     ? perRequestShell(log, request, session, throughSeq)
-    : prefixMergingShell(log, request, session, throughSeq)
+    : prefixMergingShell(log, request, session, throughSeq, pace === 'reader' ? YIELD_EVERY_RECORDS : BACKGROUND_YIELD_EVERY_RECORDS)
 }
 
 /** per_request without holding the session: metadata from the headers, traces from the log one by one. */
@@ -197,8 +207,10 @@ function perRequestShell(log: CompletionLog, request: StreamRequest, session: Se
  */
 export const buildHooks: { beforeRecord: ((step: number) => void | Promise<void>) | null } = { beforeRecord: null }
 
-/** Records routed between two turns of the event loop. */
+/** Records routed between two turns of the event loop (a reader waits: `BuildPace`). */
 const YIELD_EVERY_RECORDS = 8
+/** The same when nobody reads before the end. */
+const BACKGROUND_YIELD_EVERY_RECORDS = 256
 
 function macrotask(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 0))
@@ -244,13 +256,19 @@ export function* jsonChunks(value: object, memo: SliceMemo = new SliceMemo()): G
 }
 
 /** prefix_merging over lazily read records (bounded memory): tolerant, or Polar-strict. */
-async function prefixMergingShell(log: CompletionLog, request: StreamRequest, session: SessionInfo, throughSeq: number): Promise<Shell> {
+async function prefixMergingShell(
+  log: CompletionLog,
+  request: StreamRequest,
+  session: SessionInfo,
+  throughSeq: number,
+  yieldEvery: number,
+): Promise<Shell> {
   const config = prefixMergingConfig(request)
-  if (config.strict) return strictShell(log, session, throughSeq, config.end_of_turn_token_id, config.warnings)
+  if (config.strict) return strictShell(log, session, throughSeq, config.end_of_turn_token_id, config.warnings, yieldEvery)
   const source = new LogRecords(log)
   const all = await source.open()
   const records = all.filter((record) => record.seq <= throughSeq)
-  return { ...(await tolerantShell(source, records, config, session)), late: all.length - records.length }
+  return { ...(await tolerantShell(source, records, config, session, yieldEvery)), late: all.length - records.length }
 }
 
 type MergeConfig = PrefixMergingConfig & { warnings: ReturnType<typeof checkBuilderConfig>['warnings'] }
@@ -267,12 +285,13 @@ async function tolerantShell(
   records: readonly CompletionRecord[],
   { warnings, ...config }: MergeConfig,
   session: SessionInfo,
+  yieldEvery: number,
 ): Promise<Omit<Shell, 'late'>> {
   const run = startPrefixMerging(records, { config, session })
   for (const [index, record] of run.trainable.entries()) {
     // Reading the log is synchronous: give the event loop a turn now and then, so what was already
     // written (the first byte of a GET) is flushed while the routing pass runs.
-    if (index % YIELD_EVERY_RECORDS === YIELD_EVERY_RECORDS - 1) await macrotask()
+    if (index % yieldEvery === yieldEvery - 1) await macrotask()
     if (buildHooks.beforeRecord) await buildHooks.beforeRecord(index)
     await source.load(record)
     // A record that opens a trace keeps its request for the build (while the budget lasts).
@@ -325,6 +344,7 @@ async function strictShell(
   throughSeq: number,
   endOfTurnTokenId: number | null,
   warnings: ReturnType<typeof checkBuilderConfig>['warnings'],
+  yieldEvery: number,
 ): Promise<Shell> {
   const source = new LogRecords(log)
   const all = await source.open()
@@ -332,7 +352,7 @@ async function strictShell(
   const planning = startPrefixMergingStrict(records, session, endOfTurnTokenId)
   for (const [index, record] of planning.trainable.entries()) {
     // Reading the log is synchronous: give the event loop a turn now and then (as `tolerantShell`).
-    if (index % YIELD_EVERY_RECORDS === YIELD_EVERY_RECORDS - 1) await macrotask()
+    if (index % yieldEvery === yieldEvery - 1) await macrotask()
     if (buildHooks.beforeRecord) await buildHooks.beforeRecord(index)
     planning.place(record)
   }

@@ -315,6 +315,33 @@ describe('streamed prefix_merging', () => {
     }
   })
 
+  it('a background build (finalize) gives the event loop a turn every 256 records, a read one every 8; same text', async () => {
+    const { log } = await logOf(growingSessionInputs(300))
+    for (const config of [{ preset: 'tolerant' }, { strict: true }]) {
+      const turns: Record<string, number> = {}
+      const texts: Record<string, string> = {}
+      for (const pace of ['reader', 'background'] as const) {
+        const real = globalThis.setTimeout
+        let timers = 0
+        globalThis.setTimeout = ((handler: () => void, ms?: number) => {
+          timers++
+          return real(handler, ms)
+        }) as typeof setTimeout
+        let text = ''
+        try {
+          for await (const chunk of trajectoryChunks(log, { builder: 'prefix_merging', config }, SESSION, undefined, pace)) text += chunk
+        } finally {
+          globalThis.setTimeout = real
+        }
+        turns[pace] = timers
+        texts[pace] = text
+      }
+      // 300 records: the first byte's turn and one per 8 routed; one per 256.
+      expect(turns, JSON.stringify(config)).toEqual({ reader: 1 + Math.floor(300 / 8), background: 1 })
+      expect(texts.background).toBe(texts.reader)
+    }
+  })
+
   it('appends a prompt to its parent in place only when nothing was appended there yet (two children of one prompt)', async () => {
     const base = Array.from({ length: 20 }, (_, i) => i + 1)
     const first = [...base, 100, 101]
