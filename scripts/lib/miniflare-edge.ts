@@ -33,6 +33,11 @@ export interface MiniflareEdge {
   url: string
   /** workerd's DevTools inspector (`ws://127.0.0.1:<port>`), when started with `inspector: true`. */
   inspectorUrl: string | null
+  /**
+   * Evict one of the edge's Durable Objects (workerd drops the instance; the next call constructs a new one
+   * over the same storage), as workerd does to an object left idle: what a cold call costs, measured at will.
+   */
+  evictObject(className: string, name: string): Promise<void>
   stop(): Promise<void>
 }
 
@@ -123,6 +128,8 @@ export async function startMiniflareEdge(options: {
   return {
     url,
     inspectorUrl,
+    // The edge Worker is the unnamed one ('').
+    evictObject: (className, name) => mf.unsafeEvictDurableObject('', className, { name }),
     stop: async () => {
       try {
         await mf.dispose()

@@ -51,15 +51,41 @@ import { commonPrefixLength, packLogprobs, packTokens, unpackLogprobs, unpackTok
 /** Ids one `responseMessages` read answers (bounds the RPC answer well under its 32 MiB limit). */
 export const MAX_RESPONSE_MESSAGE_LOOKUPS = 1000
 
+/**
+ * What materializing a completion reads of each row (`ChainRow`): the delta fields, not the answer's tokens,
+ * logprobs or JSON fields. A wake's first record walks its base's whole chain back; reading every ancestor's
+ * answer and metadata too made that walk several times the bytes it needs.
+ */
+const CHAIN_COLUMNS = [
+  'seq',
+  'agent',
+  'api',
+  'delta_depth',
+  'prompt_parent',
+  'prompt_shared',
+  'prompt_length',
+  'prompt_suffix',
+  'request_base',
+  'request_prefix',
+  'request_suffix',
+  'request_middle',
+  'request_edits',
+  'original_prefix',
+  'original_suffix',
+  'original_middle',
+  'request_length',
+  'original_length',
+  'spilled',
+] as const satisfies readonly (keyof CompletionRow)[]
 /** Ancestors fetched per recursive query while walking a chain back. */
 const CHAIN_BATCH = 64
 const CHAIN_QUERY = `WITH RECURSIVE chain(seq, hop) AS (
     SELECT ?, 0
     UNION ALL
     SELECT c.prompt_parent, chain.hop + 1 FROM chain JOIN rg_completions c ON c.seq = chain.seq
-    WHERE c.prompt_parent IS NOT NULL AND c.request_length IS NOT NULL AND chain.hop + 1 < ?
+    WHERE c.prompt_parent IS NOT NULL AND c.request_length IS NOT NULL AND chain.hop + 1 < ? AND c.seq <> ?
   )
-  SELECT r.* FROM chain JOIN rg_completions r ON r.seq = chain.seq ORDER BY chain.hop`
+  SELECT ${CHAIN_COLUMNS.map((column) => `r.${column}`).join(', ')} FROM chain JOIN rg_completions r ON r.seq = chain.seq ORDER BY chain.hop`
 /** Size estimate for a record's small fields (ids, timing, provenance, usage, keys). */
 const RECORD_OVERHEAD_BYTES = 4096
 /** Only delta-code against a base sharing at least this many prompt tokens (else store whole). */
@@ -76,14 +102,23 @@ const REQUEST_BASE_ORIGINAL = 1
  * each record O(cache) instead of O(prompt).
  */
 const RECENT_BASES = 16
-/** Completions reloaded as delta bases after the object wakes. */
-const WARM_BASES = 8
 /** A request middle shorter than this is stored as it is (coding it against the original could save little). */
 const MIN_CODED_MIDDLE = 256
 /** A coded middle must store at most this share of the plain middle's characters (else it is stored plain). */
 const CODED_SHARE = 0.5
 /** Edit lists longer than this (JSON characters) are not kept: the row stays small and never spills them. */
 const MAX_EDITS_CHARS = 64 * 1024
+/**
+ * A chain walk after a wake stops at the base snapshot (`rg_base_snapshot`): the full prompt and bodies of
+ * one recent completion, rewritten once its chain has grown this many levels past the last one. So the
+ * first record after a wake reads at most this many rows back, not its base's whole chain (1,000 rows in
+ * a 1,000-turn session), at the price of one body-sized write per this many records.
+ */
+const SNAPSHOT_HOPS = 64
+/** Snapshot texts are stored in parts of at most this many characters (a row holds ≤ 2 MB in a Durable Object). */
+const SNAPSHOT_TEXT_PART = 512 * 1024
+/** …and prompts in parts of this many ids (1 MB). */
+const SNAPSHOT_IDS_PART = 256 * 1024
 
 interface Materialized {
   seq: number
@@ -95,6 +130,8 @@ interface Materialized {
   promptText: PromptText | null
   requestText: string
   originalText: string
+  /** Chain levels a wake's walk reads to rebuild this entry: back to the base snapshot or the chain's root. */
+  hops: number
   /** Where `requestText`'s messages lie (worked out when first asked for: entries read from storage). */
   layout?: MessageLayout | null
   /** How `requestText` is coded against `originalText` (entries recorded in this wake, coded that way). */
@@ -150,6 +187,9 @@ export interface CompletionRow {
   metadata: string
 }
 
+/** The columns a chain walk reads (`CHAIN_COLUMNS`). */
+type ChainRow = Pick<CompletionRow, (typeof CHAIN_COLUMNS)[number]>
+
 export interface RecordResult {
   seq: number
   completion_id: string
@@ -193,6 +233,18 @@ export interface StorageStats {
 
 const EMPTY_TOKENS = new Uint32Array(0)
 
+/** A delta base candidate before it is rebuilt: enough to skip it or to pick it as the fallback. */
+interface Candidate {
+  seq: number
+  promptLength: number
+  agent: string
+  api: string
+}
+
+function isHighSurrogate(code: number): boolean {
+  return code >= 0xd800 && code <= 0xdbff
+}
+
 function promptTextBytes(text: PromptText | null): number {
   return text ? text.text.length + text.seps.byteLength : 0
 }
@@ -203,12 +255,18 @@ export class CompletionLog {
   readonly #sessionId: string
   readonly #cache = new Map<number, Materialized>()
   #cacheBytes = 0
-  /** Seqs of the most recent completions, newest last (delta base candidates). */
-  readonly #recent: number[] = []
+  /**
+   * The most recent completions, newest last: the delta base candidates. Always the last `RECENT_BASES` in
+   * storage (after a wake too), each rebuilt when first compared: which base a record gets depends on what is
+   * stored, never on what the object happened to hold in memory (a cold object stores the same bytes).
+   */
+  readonly #recent: Candidate[] = []
   #nextSeq: number | null = null
   /** Running total of stored bytes (summed once per wake, then kept up to date by `record`). */
   #sessionBytes: number | null = null
   #warmed = false
+  /** The base snapshot's seq once read (-1: none). */
+  #snapshotSeq = -1
   /** Recent prompts the last record compared its prompt with (text and ids; tests bound it). */
   lastPromptComparisons = 0
   /** How the last recorded body's messages were located: only the new ones scanned, or the whole body (tests). */
@@ -247,10 +305,10 @@ export class CompletionLog {
     const seq = this.#allocateSeq()
     await this.#warm()
     this.lastPromptComparisons = 0
-    const read = this.#readPrompt(input)
+    const read = await this.#readPrompt(input)
     const promptIds = read.ids
     const prompt = promptIds ?? EMPTY_TOKENS
-    const { base, shared } = this.#chooseBase(prompt, input.agent, input.api, read.known)
+    const { base, shared } = await this.#chooseBase(prompt, input.agent, input.api, read.known)
     const warnings = read.unreadable
       ? [
           ...input.warnings,
@@ -368,13 +426,18 @@ export class CompletionLog {
       json.metadata,
     )
     if (!inserted) return this.#duplicate(input.completion_id, seq)
-    this.#recent.push(seq)
+    this.#recent.push({ seq, promptLength: prompt.length, agent: input.agent, api: input.api })
     if (this.#recent.length > RECENT_BASES) this.#recent.shift()
+    const hops = base ? base.hops + 1 : 0
+    const depth = base ? base.depth + 1 : 0
+    if (hops >= SNAPSHOT_HOPS)
+      this.#writeSnapshot(seq, { agent: input.agent, api: input.api, depth }, prompt, input.original_text, fromOriginal)
     this.#remember({
+      hops: hops >= SNAPSHOT_HOPS ? 0 : hops,
       seq,
       agent: input.agent,
       api: input.api,
-      depth: base ? base.depth + 1 : 0,
+      depth,
       prompt,
       promptText: read.text,
       requestText: requestText,
@@ -543,14 +606,94 @@ export class CompletionLog {
     return this.#nextSeq++
   }
 
-  /** After a wake the memory is empty: reload the most recent completions as delta bases. */
+  /**
+   * After a wake the memory is empty: list the recent completions (one small read) and put the base snapshot
+   * in memory (one bounded read). Candidates are rebuilt when a record first compares them; the usual next
+   * turn compares only the newest, whose walk back stops at the snapshot.
+   */
   async #warm(): Promise<void> {
     if (this.#warmed) return
     this.#warmed = true
-    const rows = this.#sql.all<{ seq: number }>('SELECT seq FROM rg_completions ORDER BY seq DESC LIMIT ?', WARM_BASES)
-    for (const { seq } of rows.reverse()) {
-      await this.#materialize(seq)
-      this.#recent.push(seq)
+    const rows = this.#sql.all<{ seq: number; prompt_length: number | null; agent: string; api: string }>(
+      'SELECT seq, prompt_length, agent, api FROM rg_completions ORDER BY seq DESC LIMIT ?',
+      RECENT_BASES,
+    )
+    for (const row of rows.reverse()) {
+      this.#recent.push({ seq: row.seq, promptLength: row.prompt_length ?? 0, agent: row.agent, api: row.api })
+    }
+    if (rows.length > 0) this.#readSnapshot()
+  }
+
+  /** The base snapshot, when there is one (`SNAPSHOT_HOPS`): one statement, bounded by one completion's size. */
+  #readSnapshot(): void {
+    const parts = this.#sql.all<{ seq: number; field: string; data: string | ArrayBuffer }>(
+      'SELECT seq, field, data FROM rg_base_snapshot ORDER BY field, part',
+    )
+    const first = parts[0]
+    if (first === undefined) return
+    this.#snapshotSeq = first.seq
+    if (this.#cache.has(first.seq)) return
+    const texts: Record<string, string> = { original: '', meta: '' }
+    const ids: ArrayBuffer[] = []
+    for (const part of parts) {
+      if (part.field === 'prompt') ids.push(part.data as ArrayBuffer)
+      else texts[part.field] += part.data as string
+    }
+    const meta = JSON.parse(texts.meta as string) as {
+      agent: string
+      api: string
+      depth: number
+      request: TextDelta
+      prompt_length: number
+    }
+    const prompt = new Uint32Array(meta.prompt_length)
+    let at = 0
+    for (const buffer of ids) {
+      const part = new Uint32Array(buffer)
+      prompt.set(part, at)
+      at += part.length
+    }
+    const originalText = texts.original as string
+    const requestText = applyTextDelta(originalText, meta.request)
+    this.#remember({
+      seq: first.seq,
+      agent: meta.agent,
+      api: meta.api,
+      depth: meta.depth,
+      hops: 0,
+      prompt,
+      promptText: null,
+      requestText,
+      originalText,
+      bytes: prompt.length * 4 + (requestText.length + originalText.length) * 2,
+    })
+  }
+
+  /**
+   * Replace the base snapshot with this completion (written with its record, in the same implicit
+   * transaction): its prompt ids, its original body, and its upstream body as a delta of that.
+   */
+  #writeSnapshot(
+    seq: number,
+    entry: { agent: string; api: string; depth: number },
+    prompt: Uint32Array,
+    originalText: string,
+    request: TextDelta,
+  ): void {
+    this.#sql.run('DELETE FROM rg_base_snapshot')
+    this.#snapshotSeq = seq
+    const insert = 'INSERT INTO rg_base_snapshot (seq, field, part, data) VALUES (?, ?, ?, ?)'
+    this.#sql.run(insert, seq, 'meta', 0, JSON.stringify({ ...entry, request, prompt_length: prompt.length }))
+    let part = 0
+    for (let start = 0; start < originalText.length || part === 0; part++) {
+      let end = Math.min(originalText.length, start + SNAPSHOT_TEXT_PART)
+      // A part never ends between the two halves of a surrogate pair (each part is stored as UTF-8 on its own).
+      if (end < originalText.length && isHighSurrogate(originalText.charCodeAt(end - 1))) end--
+      this.#sql.run(insert, seq, 'original', part, originalText.slice(start, end))
+      start = end
+    }
+    for (let part = 0; part * SNAPSHOT_IDS_PART < prompt.length; part++) {
+      this.#sql.run(insert, seq, 'prompt', part, prompt.slice(part * SNAPSHOT_IDS_PART, (part + 1) * SNAPSHOT_IDS_PART).buffer)
     }
   }
 
@@ -559,22 +702,23 @@ export class CompletionLog {
    * ids by text (copied, not parsed). Also returns, per recent prompt compared, how many ids it certainly
    * shares (`#chooseBase` then compares ids only past that point: one step when the formats agree).
    */
-  #readPrompt(input: CompletionInput): {
+  async #readPrompt(input: CompletionInput): Promise<{
     ids: Uint32Array | null
     text: PromptText | null
     known: Map<number, number>
     unreadable: boolean
-  } {
+  }> {
     const known = new Map<number, number>()
     const text = input.prompt_token_text
     if (text === undefined || text === null) return { ids: input.prompt_token_ids, text: null, known, unreadable: false }
     let best: Materialized | null = null
     let bestShared = 0
     for (let i = this.#recent.length - 1; i >= 0; i--) {
-      const entry = this.#cache.get(this.#recent[i] as number)
+      const candidate = this.#recent[i] as Candidate
       // A prompt no longer than the best shared prefix cannot share more (the earlier turns of the same
       // conversation, when the last turn was rewritten): not compared, so a call costs one comparison.
-      if (!entry || entry.prompt.length <= bestShared) continue
+      if (candidate.promptLength <= bestShared) continue
+      const entry = this.#cache.get(candidate.seq) ?? (await this.#materialize(candidate.seq))
       this.lastPromptComparisons++
       const shared = sharedPromptIds(this.#promptTextOf(entry), text)
       known.set(entry.seq, shared)
@@ -668,15 +812,20 @@ export class CompletionLog {
   }
 
   /** `known`: ids certainly shared with some recent prompts (from their text); compared only past that. */
-  #chooseBase(prompt: Uint32Array, agent: string, api: string, known: Map<number, number>): { base: Materialized | null; shared: number } {
+  async #chooseBase(
+    prompt: Uint32Array,
+    agent: string,
+    api: string,
+    known: Map<number, number>,
+  ): Promise<{ base: Materialized | null; shared: number }> {
     let best: Materialized | null = null
     let bestShared = 0
-    let fallback: Materialized | null = null
+    let fallback: Candidate | null = null
     for (let i = this.#recent.length - 1; i >= 0; i--) {
-      const entry = this.#cache.get(this.#recent[i] as number)
-      if (!entry) continue
+      const candidate = this.#recent[i] as Candidate
       // As in `#readPrompt`: a prompt no longer than the best shared prefix cannot share more.
-      if (entry.prompt.length > bestShared) {
+      if (candidate.promptLength > bestShared) {
+        const entry = this.#cache.get(candidate.seq) ?? (await this.#materialize(candidate.seq))
         this.lastPromptComparisons++
         const shared = commonPrefixLength(entry.prompt, prompt, known.get(entry.seq))
         if (shared >= MIN_SHARED_TOKENS && shared > bestShared) {
@@ -687,11 +836,12 @@ export class CompletionLog {
           if (shared === entry.prompt.length) break
         }
       }
-      if (!fallback && entry.agent === agent && entry.api === api) fallback = entry
+      if (!fallback && candidate.agent === agent && candidate.api === api) fallback = candidate
     }
-    return best
-      ? { base: best, shared: bestShared }
-      : { base: fallback, shared: fallback ? commonPrefixLength(fallback.prompt, prompt, known.get(fallback.seq)) : 0 }
+    if (best) return { base: best, shared: bestShared }
+    if (!fallback) return { base: null, shared: 0 }
+    const base = this.#cache.get(fallback.seq) ?? (await this.#materialize(fallback.seq))
+    return { base, shared: commonPrefixLength(base.prompt, prompt, known.get(fallback.seq)) }
   }
 
   /** `middle` as copies of `source` (this row's original middle), when that stores at most `CODED_SHARE` of it. */
@@ -714,38 +864,52 @@ export class CompletionLog {
     }
   }
 
-  async #field<T extends ArrayBuffer | string>(row: CompletionRow, field: string, kind: 'bytes' | 'text'): Promise<T | null> {
-    const value = row[field] as T | null
+  /** A stored field of `row`, fetched from the bucket when it was spilled. */
+  async #field<F extends string>(
+    row: { spilled: string | null } & { [K in F]: SqlValue },
+    field: F,
+    kind: 'bytes' | 'text',
+  ): Promise<ArrayBuffer | string | null> {
+    const value = row[field] as ArrayBuffer | string | null
     if (value !== null || !row.spilled) return value
     const key = (JSON.parse(row.spilled) as Record<string, string>)[field]
     if (!key) return null
-    return (kind === 'bytes' ? await this.#blobs.getBytes(key) : await this.#blobs.getText(key)) as T
+    return kind === 'bytes' ? await this.#blobs.getBytes(key) : await this.#blobs.getText(key)
+  }
+
+  async #bytes<F extends string>(row: { spilled: string | null } & { [K in F]: SqlValue }, field: F): Promise<ArrayBuffer | null> {
+    return (await this.#field(row, field, 'bytes')) as ArrayBuffer | null
+  }
+
+  async #text<F extends string>(row: { spilled: string | null } & { [K in F]: SqlValue }, field: F): Promise<string | null> {
+    return (await this.#field(row, field, 'text')) as string | null
   }
 
   async #materialize(seq: number): Promise<Materialized> {
     const cached = this.#cache.get(seq)
     if (cached) return cached
-    const row = this.#sql.first<CompletionRow>('SELECT * FROM rg_completions WHERE seq = ?', seq)
+    const row = this.#sql.first<ChainRow>(`SELECT ${CHAIN_COLUMNS.join(', ')} FROM rg_completions WHERE seq = ?`, seq)
     if (!row) throw new Error(`completion ${seq} missing`)
     return this.#materializeRow(row)
   }
 
-  async #materializeRow(row: CompletionRow): Promise<Materialized> {
+  async #materializeRow(row: ChainRow): Promise<Materialized> {
     const cached = this.#cache.get(row.seq)
     if (cached) return cached
     if (row.request_length === null) return this.#materializeLegacy(row)
     // Walk back to the first ancestor in memory (or a root, or a pre-v2 row), a batch per query.
-    const rows: CompletionRow[] = [row]
+    const rows: ChainRow[] = [row]
     let base: Materialized | null = null
     for (;;) {
-      const parentSeq = (rows[rows.length - 1] as CompletionRow).prompt_parent
+      const parentSeq = (rows[rows.length - 1] as ChainRow).prompt_parent
       if (parentSeq === null) break
       const inMemory = this.#cache.get(parentSeq)
       if (inMemory) {
         base = inMemory
         break
       }
-      const batch = this.#sql.all<CompletionRow>(CHAIN_QUERY, parentSeq, CHAIN_BATCH)
+      // The walk stops at the base snapshot (in memory): the batch does too.
+      const batch = this.#sql.all<ChainRow>(CHAIN_QUERY, parentSeq, CHAIN_BATCH, this.#snapshotSeq)
       if (batch.length === 0) throw new Error(`completion ${parentSeq} missing`)
       let stopped = false
       for (const ancestor of batch) {
@@ -762,16 +926,17 @@ export class CompletionLog {
     const levels: ChainLevel[] = []
     for (const level of rows) levels.push(await this.#chainLevel(level))
     const resolved = resolveChain(levels, base)
-    return this.#remembered(row, resolved)
+    // Levels a later wake reads back to rebuild this one: these, and the in-memory base's own.
+    return this.#remembered(row, resolved, base ? rows.length + base.hops : rows.length - 1)
   }
 
-  async #chainLevel(row: CompletionRow): Promise<ChainLevel> {
-    const originalMiddle = (await this.#field<string>(row, 'original_middle', 'text')) ?? ''
-    const requestMiddle = (await this.#field<string>(row, 'request_middle', 'text')) ?? ''
+  async #chainLevel(row: ChainRow): Promise<ChainLevel> {
+    const originalMiddle = (await this.#text(row, 'original_middle')) ?? ''
+    const requestMiddle = (await this.#text(row, 'request_middle')) ?? ''
     return {
       shared: row.prompt_shared,
       promptLength: row.prompt_length ?? 0,
-      suffix: unpackTokens(await this.#field<ArrayBuffer>(row, 'prompt_suffix', 'bytes')),
+      suffix: unpackTokens(await this.#bytes(row, 'prompt_suffix')),
       original: { prefix: row.original_prefix, suffix: row.original_suffix, middle: originalMiddle },
       request: {
         prefix: row.request_prefix,
@@ -784,8 +949,9 @@ export class CompletionLog {
     }
   }
 
-  #remembered(row: CompletionRow, resolved: ChainBase): Materialized {
+  #remembered(row: ChainRow, resolved: ChainBase, hops: number): Materialized {
     const entry: Materialized = {
+      hops,
       seq: row.seq,
       agent: row.agent,
       api: row.api,
@@ -801,16 +967,16 @@ export class CompletionLog {
   }
 
   /** Rows written before schema v2: forwards from the chain's root (those chains are at most 48 deep). */
-  async #materializeLegacy(row: CompletionRow): Promise<Materialized> {
+  async #materializeLegacy(row: ChainRow): Promise<Materialized> {
     const cached = this.#cache.get(row.seq)
     if (cached) return cached
     const base = row.prompt_parent === null ? null : await this.#materialize(row.prompt_parent)
-    const suffix = unpackTokens(await this.#field<ArrayBuffer>(row, 'prompt_suffix', 'bytes'))
+    const suffix = unpackTokens(await this.#bytes(row, 'prompt_suffix'))
     const prompt = new Uint32Array(row.prompt_shared + suffix.length)
     if (base) prompt.set(base.prompt.subarray(0, row.prompt_shared))
     prompt.set(suffix, row.prompt_shared)
-    const storedMiddle = (await this.#field<string>(row, 'request_middle', 'text')) ?? ''
-    const originalMiddle = (await this.#field<string>(row, 'original_middle', 'text')) ?? ''
+    const storedMiddle = (await this.#text(row, 'request_middle')) ?? ''
+    const originalMiddle = (await this.#text(row, 'original_middle')) ?? ''
     const requestMiddle = row.request_edits === null ? storedMiddle : decodeMiddle(row, storedMiddle, originalMiddle)
     const originalText = base
       ? applyTextDelta(base.originalText, { prefix: row.original_prefix, suffix: row.original_suffix, middle: originalMiddle })
@@ -820,7 +986,8 @@ export class CompletionLog {
       row.request_base === REQUEST_BASE_PARENT && base
         ? applyTextDelta(base.requestText, requestDelta)
         : applyTextDelta(originalText, requestDelta)
-    return this.#remembered(row, { prompt, originalText, requestText })
+    // Pre-v2 chains are at most 48 levels (read forwards): a bounded walk already.
+    return this.#remembered(row, { prompt, originalText, requestText }, 0)
   }
 
   async #toRecord(row: CompletionRow): Promise<CompletionRecord> {
@@ -832,8 +999,8 @@ export class CompletionLog {
     const full = await this.#materializeRow(row)
     const provenance = JSON.parse(row.provenance) as CompletionRecord['provenance']
     const request = this.#servedRequest(full, provenance)
-    const responseTokens = unpackTokens(await this.#field<ArrayBuffer>(row, 'response_tokens', 'bytes'))
-    const logprobs = unpackLogprobs(row.logprobs_format, await this.#field<ArrayBuffer>(row, 'logprobs', 'bytes'))
+    const responseTokens = unpackTokens(await this.#bytes(row, 'response_tokens'))
+    const logprobs = unpackLogprobs(row.logprobs_format, await this.#bytes(row, 'logprobs'))
     const bytes =
       (full.requestText.length + full.originalText.length) * 2 +
       (full.prompt.length + responseTokens.length) * 5 +
@@ -876,7 +1043,7 @@ export class CompletionLog {
 }
 
 /** A v4 row's upstream middle from its literals and its original middle (checked against the stored lengths). */
-function decodeMiddle(row: CompletionRow, literals: string, originalMiddle: string): string {
+function decodeMiddle(row: ChainRow, literals: string, originalMiddle: string): string {
   const middle = applyCopyCode({ ops: JSON.parse(row.request_edits as string) as number[], literals }, originalMiddle)
   if (row.request_length !== null && middle.length !== row.request_length - row.request_prefix - row.request_suffix) {
     throw new Error(`completion ${row.seq}: its request edits do not decode to the stored length`)

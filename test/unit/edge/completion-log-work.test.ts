@@ -52,7 +52,7 @@ function textInput(prompt: number[], overrides: Partial<CompletionInput> = {}): 
 }
 
 const CHAIN = 'WITH RECURSIVE'
-const ROW = 'SELECT * FROM rg_completions WHERE seq = ?'
+const ROW = 'FROM rg_completions WHERE seq = ?'
 const PAGE = 'SELECT * FROM rg_completions WHERE seq > ?'
 
 /** Records a conversation of `turns` turns, each prompt extending the last (a chain of deltas). */
@@ -84,15 +84,18 @@ describe('completion log: work saved', () => {
     expect(await count(CHAIN, () => reader.requestText(7))).toBe(0)
   })
 
-  it('the warm-up after a wake reads no row already in memory', async () => {
+  it('the warm-up after a wake rebuilds only the candidates a record compares, and none already in memory', async () => {
     const { log, count } = countingLog()
     await conversation(log(), 4)
     const woken = log()
     await woken.get(3)
-    // Warm bases 0…3: rows 0, 1, 2 read (by seq), 3 already in memory; then the new record's own reads.
-    const reads = await count(ROW, () => woken.record(input(range(1, 60))))
-    expect(reads).toBe(3)
+    // The new prompt extends 3's (in memory): no candidate is read again.
+    expect(await count(ROW, () => woken.record(input(range(1, 60))))).toBe(0)
     expect((await log().get(4))?.prompt_delta).toEqual({ parent_seq: 3, shared_prefix_len: 35 })
+    // Woken again, a prompt extending 4's: only 4 is rebuilt (one row, then its chain), no older candidate.
+    const cold = log()
+    expect(await count(ROW, () => cold.record(input(range(1, 70))))).toBe(1)
+    expect(cold.lastPromptComparisons).toBe(1)
   })
 
   it('a warm record runs one statement: the insert is its own duplicate check', async () => {

@@ -1,0 +1,126 @@
+/**
+ * @module
+ * `npm run bench:gateway-cold`: what the first call after the session object was evicted costs, against
+ * the calls of a warm object, in one run. workerd drops an object left idle (an agent thinking for a while);
+ * its next record must find its delta bases again. Here the eviction is forced
+ * (`MiniflareEdge.evictObject`, Miniflare's `unsafeEvictDurableObject`: the next call constructs a new
+ * instance over the same SQLite), so a run needs no idle waits.
+ *
+ * Per size: one session is filled with `--depth` calls of the same chat body (a chain as deep as a
+ * `bench:gateway` session's), then `--rounds` rounds of: evict, one cold call, `--warm` warm calls.
+ * Reported: the medians (and max) of the cold and the warm calls' `capture` phase (the edge's
+ * `server-timing`: the record call to the session object, commit included) and of their whole latency.
+ *
+ * Last line: one JSON object.
+ */
+import { mkdtempSync, rmSync } from 'node:fs'
+import { loadavg, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { parseArgs } from '../scripts/lib/cli-args.ts'
+import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
+import { chatBody } from './lib/chat-bodies.ts'
+import { runLoad, type Sample } from './lib/load.ts'
+import { startStub } from './lib/start-stub.ts'
+
+const ADMIN_TOKEN = 'bench-admin-token'
+const SIZES = [
+  { name: '2KB', bytes: 2 * 1024 },
+  { name: '54KB', bytes: 54 * 1024 },
+  { name: '524KB', bytes: 524 * 1024 },
+]
+
+const { values } = parseArgs({
+  options: {
+    sizes: { type: 'string', default: '54KB,524KB' },
+    /** Calls recorded before the first eviction (the chain a cold object finds). */
+    depth: { type: 'string', default: '400' },
+    rounds: { type: 'string', default: '15' },
+    /** Warm calls after each cold one. */
+    warm: { type: 'string', default: '5' },
+    'persist-dir': { type: 'string', default: tmpdir() },
+    /** A prebuilt edge bundle (`npx wrangler deploy --dry-run --outdir DIR`): before/after runs. */
+    'edge-bundle': { type: 'string' },
+    'max-seconds': { type: 'string', default: '600' },
+  },
+})
+
+const r3 = (n: number) => Math.round(n * 1000) / 1000
+const median = (numbers: number[]): number => {
+  const sorted = [...numbers].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length === 0
+    ? Number.NaN
+    : sorted.length % 2
+      ? (sorted[mid] as number)
+      : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
+}
+const phaseMs = (sample: Sample, phase: string): number => {
+  const match = sample.serverTiming?.match(new RegExp(`${phase};dur=([\\d.]+)`))
+  if (!match) throw new Error(`no ${phase} in server-timing: ${sample.serverTiming}`)
+  return Number(match[1])
+}
+const summary = (samples: Sample[]) => ({
+  calls: samples.length,
+  prepare_p50_ms: r3(median(samples.map((sample) => phaseMs(sample, 'prepare')))),
+  capture_p50_ms: r3(median(samples.map((sample) => phaseMs(sample, 'capture')))),
+  capture_max_ms: r3(Math.max(...samples.map((sample) => phaseMs(sample, 'capture')))),
+  total_p50_ms: r3(median(samples.map((sample) => sample.ms))),
+  total_max_ms: r3(Math.max(...samples.map((sample) => sample.ms))),
+})
+
+const stub = await startStub()
+const persistTo = mkdtempSync(join(values['persist-dir'] ?? tmpdir(), 'rollgate-bench-'))
+const edge = await startMiniflareEdge({
+  persistTo,
+  ...(values['edge-bundle'] ? { scriptPath: values['edge-bundle'] } : {}),
+  vars: { ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, ROLLGATE_SIGNING_KEY: 'bench-signing-key' },
+  onLog: (level, message) => {
+    if (level === 'warn' || level === 'error') console.error(message)
+  },
+})
+const loadStart = loadavg()[0] as number
+const deadline = Date.now() + Number(values['max-seconds']) * 1000
+const perSize: Record<string, unknown> = {}
+try {
+  for (const size of SIZES.filter((size) => (values.sizes ?? '').split(',').includes(size.name))) {
+    const created = await fetch(`${edge.url}/v1/sessions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ upstream: { url: stub.url, kind: 'vllm', served_model: 'Qwen/Qwen3-8B' } }),
+    })
+    if (created.status !== 201) throw new Error(`session create failed: ${created.status} ${await created.text()}`)
+    const session = (await created.json()) as { token: string; session_id: string }
+    const body = Buffer.from(JSON.stringify(chatBody(size.bytes)))
+    const target = () => ({ url: `${edge.url}/v1/chat/completions`, headers: { authorization: `Bearer ${session.token}` }, body })
+    const calls = async (count: number): Promise<Sample[]> => {
+      const samples: Sample[] = []
+      const load = await runLoad(target, { concurrency: 1, count, maxMs: Math.max(1, deadline - Date.now()), samples })
+      if (load.errors > 0) throw new Error(`${load.errors} of ${load.requests} calls failed`)
+      return samples
+    }
+    await calls(Number(values.depth))
+    const cold: Sample[] = []
+    const warm: Sample[] = []
+    for (let round = 0; round < Number(values.rounds) && Date.now() < deadline; round++) {
+      await edge.evictObject('SessionObject', session.session_id)
+      cold.push(...(await calls(1)))
+      warm.push(...(await calls(Number(values.warm))))
+    }
+    const figures = { depth: Number(values.depth), cold: summary(cold), warm: summary(warm) }
+    const ratio = figures.cold.capture_p50_ms / Math.max(0.001, figures.warm.capture_p50_ms)
+    perSize[size.name] = { ...figures, cold_over_warm_capture_p50: Math.round(ratio * 100) / 100 }
+    console.log(`${size.name.padEnd(6)} ${JSON.stringify(perSize[size.name])}`)
+  }
+} finally {
+  await edge.stop()
+  await stub.stop()
+  rmSync(persistTo, { recursive: true, force: true })
+}
+console.log(
+  JSON.stringify({
+    bench: 'gateway-cold',
+    note: 'capture ms (server-timing) of the first call after the session object was evicted vs warm calls, same run',
+    load_average: { start: Math.round(loadStart * 100) / 100, end: Math.round((loadavg()[0] as number) * 100) / 100 },
+    sizes: perSize,
+  }),
+)
