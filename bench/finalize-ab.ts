@@ -8,8 +8,11 @@
  * bench runs: `GET …/trajectory` built from the log (read through), then `POST …/finalize`; measured are the
  * wall time and the CPU of that variant's workerd (`/proc`, every thread) and of this process (Miniflare's R2
  * emulation answers the R2 calls here). So a change is judged against the other build measured seconds apart
- * on the same (shared, loaded) machine. Last line: one JSON object with the medians per variant.
+ * on the same (shared, loaded) machine. After each run the stored object is read back and hashed: `same_bytes` in
+ * the last line says every run of every bundle wrote the same bytes. Last line: one JSON object with the medians
+ * per variant.
  */
+import { createHash } from 'node:crypto'
 import { cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { DatabaseSync } from 'node:sqlite'
 import { loadavg, tmpdir } from 'node:os'
@@ -96,6 +99,8 @@ interface Run {
   finalize_miniflare_cpu_ms: number
   trajectory_bytes: number
   trace_count: number
+  /** SHA-256 of the stored object (read back after the measured span): every bundle must write the same bytes. */
+  sha256: string
 }
 const runs = new Map<string, Run[]>(bundles.map((spec) => [spec.name, []]))
 
@@ -151,6 +156,11 @@ async function once(spec: { name: string; path: string }, profileTo?: string): P
     const self = selfCpuMs() - self0
     if (response.status !== 200) throw new Error(`${spec.name}: finalize ${response.status} ${text.slice(0, 300)}`)
     const answer = JSON.parse(text) as { trajectory_bytes: number; trace_count: number }
+    const stored = await fetch(`${edge.url}/v1/sessions/${session}/trajectory/stored`, { headers })
+    if (stored.status !== 200) throw new Error(`${spec.name}: GET stored ${stored.status}`)
+    const sha256 = createHash('sha256')
+      .update(new Uint8Array(await stored.arrayBuffer()))
+      .digest('hex')
     return {
       get_ms: getMs,
       get_workerd_cpu_ms: getCpu,
@@ -159,6 +169,7 @@ async function once(spec: { name: string; path: string }, profileTo?: string): P
       finalize_miniflare_cpu_ms: self,
       trajectory_bytes: answer.trajectory_bytes,
       trace_count: answer.trace_count,
+      sha256,
     }
   } finally {
     await edge.stop()
@@ -185,7 +196,9 @@ try {
 const summary: Record<string, Record<string, number>> = {}
 for (const [name, list] of runs) {
   const out: Record<string, number> = {}
-  for (const key of Object.keys(list[0] ?? {}) as (keyof Run)[]) out[`${key}_p50`] = Math.round(median(list.map((run) => run[key])))
+  for (const key of Object.keys(list[0] ?? {}) as (keyof Run)[]) {
+    if (key !== 'sha256') out[`${key}_p50`] = Math.round(median(list.map((run) => run[key] as number)))
+  }
   summary[name] = out
 }
 const first = bundles[0]?.name as string
@@ -198,10 +211,14 @@ for (const [name, figures] of Object.entries(summary)) {
     if (base > 0 && !key.startsWith('trajectory') && !key.startsWith('trace')) ratios[name][key] = Math.round((value / base) * 100) / 100
   }
 }
+const digests = new Set([...runs.values()].flat().map((run) => run.sha256))
 console.log(
   JSON.stringify({
     session_id: session,
     reps: Number(values.reps),
+    /** Every run of every bundle wrote the same bytes. */
+    same_bytes: digests.size === 1,
+    sha256: [...digests],
     variants: summary,
     ratio_to_first: ratios,
     load_average_1m: { start: Math.round(load0 * 100) / 100, end: Math.round((loadavg()[0] ?? 0) * 100) / 100 },
