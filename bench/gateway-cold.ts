@@ -9,7 +9,8 @@
  * Per size: one session is filled with `--depth` calls of the same chat body (a chain as deep as a
  * `bench:gateway` session's), then `--rounds` rounds of: evict, one cold call, `--warm` warm calls.
  * Reported: the medians (and max) of the cold and the warm calls' `capture` phase (the edge's
- * `server-timing`: the record call to the session object, commit included) and of their whole latency.
+ * `server-timing`: the record call to the session object, commit included) and of their whole latency;
+ * and, of the filling calls, those that also rewrote the base snapshot (every 64th of a chain) against the rest.
  *
  * Last line: one JSON object.
  */
@@ -54,6 +55,12 @@ const median = (numbers: number[]): number => {
       ? (sorted[mid] as number)
       : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
 }
+const percentile = (numbers: number[], p: number): number => {
+  const sorted = [...numbers].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number
+}
+/** The session object rewrites its base snapshot every this many levels of a chain (`SNAPSHOT_HOPS`). */
+const SNAPSHOT_EVERY = 64
 const phaseMs = (sample: Sample, phase: string): number => {
   const match = sample.serverTiming?.match(new RegExp(`${phase};dur=([\\d.]+)`))
   if (!match) throw new Error(`no ${phase} in server-timing: ${sample.serverTiming}`)
@@ -98,7 +105,10 @@ try {
       if (load.errors > 0) throw new Error(`${load.errors} of ${load.requests} calls failed`)
       return samples
     }
-    await calls(Number(values.depth))
+    // Filling the session: every 64th call of a chain also rewrites the base snapshot (`SNAPSHOT_HOPS`).
+    const fill = await calls(Number(values.depth))
+    const snapshotCalls = fill.filter((_, i) => i > 0 && i % SNAPSHOT_EVERY === 0)
+    const otherCalls = fill.filter((_, i) => i === 0 || i % SNAPSHOT_EVERY !== 0)
     const cold: Sample[] = []
     const warm: Sample[] = []
     for (let round = 0; round < Number(values.rounds) && Date.now() < deadline; round++) {
@@ -106,7 +116,21 @@ try {
       cold.push(...(await calls(1)))
       warm.push(...(await calls(Number(values.warm))))
     }
-    const figures = { depth: Number(values.depth), cold: summary(cold), warm: summary(warm) }
+    const figures = {
+      depth: Number(values.depth),
+      cold: summary(cold),
+      warm: summary(warm),
+      fill_snapshot_calls: summary(snapshotCalls),
+      fill_other_calls: {
+        ...summary(otherCalls),
+        capture_p99_ms: r3(
+          percentile(
+            otherCalls.map((sample) => phaseMs(sample, 'capture')),
+            99,
+          ),
+        ),
+      },
+    }
     const ratio = figures.cold.capture_p50_ms / Math.max(0.001, figures.warm.capture_p50_ms)
     perSize[size.name] = { ...figures, cold_over_warm_capture_p50: Math.round(ratio * 100) / 100 }
     console.log(`${size.name.padEnd(6)} ${JSON.stringify(perSize[size.name])}`)
