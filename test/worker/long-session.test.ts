@@ -4,7 +4,7 @@
  * the same records; every export format streams the same rows the in-memory exports give.
  */
 import { env, SELF } from 'cloudflare:test'
-import { describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it } from 'vitest'
 import type { CompletionRecord } from '../../src/contract/completion-record.ts'
 import type { SessionRpc } from '../../src/durable/session/session-object.ts'
 import type { CompletionInput } from '../../src/durable/session/record.ts'
@@ -125,36 +125,43 @@ describe('long sessions', () => {
     runner.close()
   }, 180_000)
 
-  it('streams every export format with the rows of the in-memory exports', async () => {
+  describe('streams every export format with the rows of the in-memory exports', () => {
     const sessionId = 'long-exports'
-    const stub = await sessionWith(sessionId, growingSession(40, 500, 60, 20))
-    const records = await allRecords(stub)
-    const strict = { strict: true }
-    for (const [builder, config] of [
-      ['per_request', null],
-      ['prefix_merging', null],
+    let records: CompletionRecord[] = []
+    beforeAll(async () => {
+      // 40 turns: the last prompt holds 80 messages, past a streamed trace's 64-message slices, and the builds
+      // route past their 8-record batches; short prompts and tool outputs (the rows stream the same code either way).
+      records = await allRecords(await sessionWith(sessionId, growingSession(40, 40, 8, 4, 2)))
+    })
+    // One test per builder (each streams five formats): the work of one is a third of the whole.
+    for (const [name, builder, config] of [
+      ['per_request', 'per_request', null],
+      ['prefix_merging', 'prefix_merging', null],
       // Polar-strict: over records read lazily in two passes (`strictShell`), the same as over the records read whole.
-      ['prefix_merging', strict],
+      ['prefix_merging (Polar-strict)', 'prefix_merging', { strict: true }],
     ] as const) {
-      const trajectory = config
-        ? reconstructTrajectory(records, { builder, config, session: { session_id: sessionId, ...SESSION } })
-        : inMemory(sessionId, records, builder)
-      const expected: Record<string, string> = {
-        trajectory: JSON.stringify(trajectory),
-        session_result: JSON.stringify(toSessionResult(trajectory, { session_id: sessionId, task_id: SESSION.task_id })),
-        'nemo-gym': toJsonl(toNemoGymRows(trajectory)),
-        sft: toJsonl(toSftRows(trajectory)),
-        'sft-tokens': toJsonl(toSftTokenRows(trajectory)),
-      }
-      for (const [format, text] of Object.entries(expected)) {
-        const query = `builder=${builder}&format=${format}${config ? `&config=${encodeURIComponent(JSON.stringify(config))}` : ''}`
-        const res = await SELF.fetch(`${EDGE}/v1/sessions/${sessionId}/trajectory?${query}`, { headers: ADMIN })
-        expect(res.status).toBe(200)
-        const body = await res.text()
-        if (format === 'trajectory' || format === 'session_result') expect(JSON.parse(body)).toEqual(JSON.parse(text))
-        // NDJSON too starts with the one space sent before the build (it leads the first row's line).
-        else expect(body).toBe(` ${text}`)
-      }
+      it(name, async () => {
+        expect(records).toHaveLength(40)
+        const trajectory = config
+          ? reconstructTrajectory(records, { builder, config, session: { session_id: sessionId, ...SESSION } })
+          : inMemory(sessionId, records, builder)
+        const expected: Record<string, string> = {
+          trajectory: JSON.stringify(trajectory),
+          session_result: JSON.stringify(toSessionResult(trajectory, { session_id: sessionId, task_id: SESSION.task_id })),
+          'nemo-gym': toJsonl(toNemoGymRows(trajectory)),
+          sft: toJsonl(toSftRows(trajectory)),
+          'sft-tokens': toJsonl(toSftTokenRows(trajectory)),
+        }
+        for (const [format, text] of Object.entries(expected)) {
+          const query = `builder=${builder}&format=${format}${config ? `&config=${encodeURIComponent(JSON.stringify(config))}` : ''}`
+          const res = await SELF.fetch(`${EDGE}/v1/sessions/${sessionId}/trajectory?${query}`, { headers: ADMIN })
+          expect(res.status).toBe(200)
+          const body = await res.text()
+          if (format === 'trajectory' || format === 'session_result') expect(JSON.parse(body)).toEqual(JSON.parse(text))
+          // NDJSON too starts with the one space sent before the build (it leads the first row's line).
+          else expect(body).toBe(` ${text}`)
+        }
+      })
     }
   })
 })

@@ -42,8 +42,9 @@ export async function cancelTask(taskId: string): Promise<void> {
   await SELF.fetch(`${EDGE}/rollout/task/${taskId}`, { method: 'DELETE', headers: ADMIN })
 }
 
-export async function taskStatus(taskId: string): Promise<TaskStatus> {
-  const res = await SELF.fetch(`${EDGE}/rollout/task/${taskId}`, { headers: ADMIN })
+/** The task's status; `results: false` leaves the results out (a wait that polls it reads no R2 object). */
+export async function taskStatus(taskId: string, { results = true }: { results?: boolean } = {}): Promise<TaskStatus> {
+  const res = await SELF.fetch(`${EDGE}/rollout/task/${taskId}${results ? '' : '?results=false'}`, { headers: ADMIN })
   if (res.status !== 200) throw new Error(`task status ${res.status}: ${await res.text()}`)
   return (await res.json()) as TaskStatus
 }
