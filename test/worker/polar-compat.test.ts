@@ -149,22 +149,22 @@ const VALID_EVALUATOR_CONFIGS: Record<string, Record<string, unknown>> = {
 }
 
 describe('runner-side evaluators', () => {
-  it('warns at submit when no connected runner offers the evaluator; a session whose evaluator did not run ends ERROR', async () => {
+  // Two tests (each 5 s under vitest's default): the submit warnings, then a session whose evaluator did not run.
+  // Every task submitted runs sessions (a Durable Object each, registered and queued at the hub): the work here.
+  const warnings = async (strategy: string, taskId: string, numSamples = 1) => {
+    const res = await submit(
+      taskBody(taskId, {
+        evaluator: { strategy, config: VALID_EVALUATOR_CONFIGS[strategy] ?? {} },
+        num_samples: numSamples,
+        builder: { strategy: 'per_request' },
+      }),
+    )
+    expect(res.status).toBe(200)
+    return ((await res.json()) as { warnings?: { code: string; message: string }[] }).warnings
+  }
+
+  it('warns at submit when no connected runner offers the evaluator; not for an offered one or an edge evaluator', async () => {
     const runner = await TestRunner.start('polar-eval-r1', { evaluators: ['test_on_output'] })
-    runner.serveTunnel(() => null)
-    // The tasks that only probe the submit answer run one session each (each session is a Durable Object
-    // registered, queued at the hub and cancelled: the work that made this test slow, not the warnings).
-    const warnings = async (strategy: string, taskId: string, numSamples = 1) => {
-      const res = await submit(
-        taskBody(taskId, {
-          evaluator: { strategy, config: VALID_EVALUATOR_CONFIGS[strategy] ?? {} },
-          num_samples: numSamples,
-          builder: { strategy: 'per_request' },
-        }),
-      )
-      expect(res.status).toBe(200)
-      return ((await res.json()) as { warnings?: { code: string; message: string }[] }).warnings
-    }
     expect(await warnings('swebench_harness', 'eval-missing')).toEqual([
       {
         code: 'evaluator_not_offered',
@@ -174,6 +174,14 @@ describe('runner-side evaluators', () => {
     await cancelTask('eval-missing')
     expect(await warnings('session_completed', 'eval-edge')).toEqual([])
     await cancelTask('eval-edge')
+    expect(await warnings('test_on_output', 'eval-offered-probe')).toEqual([])
+    await cancelTask('eval-offered-probe')
+    runner.close()
+  })
+
+  it('a session whose evaluator did not run ends ERROR; the one whose evaluator ran COMPLETED', async () => {
+    const runner = await TestRunner.start('polar-eval-r2', { evaluators: ['test_on_output'] })
+    runner.serveTunnel(() => null)
     expect(await warnings('test_on_output', 'eval-offered', 2)).toEqual([])
 
     const first = await runner.takeAssignment('eval-offered')
