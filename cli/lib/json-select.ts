@@ -173,6 +173,8 @@ export class JsonSelect {
       this.#mode = array ? Mode.ValueOrEnd : Mode.KeyOrEnd
       return
     }
+    // A value to hand out that is not an object or array would be dropped without a word.
+    if (walk?.emit) throw new Error(`invalid JSON after character ${this.#offset}: expected an object or array to hand out`)
     this.#rawCapture = selection !== undefined && 'capture' in selection
     this.#rawDepth = 0
     this.#rawString = false

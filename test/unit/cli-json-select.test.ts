@@ -101,5 +101,8 @@ describe('json-select', () => {
     await expect(collect(selectJson(byteChunks('{"results":[{"id":1} {"id":2}]}', []), selection))).rejects.toThrow(/expected ',' or '\]'/)
     await expect(collect(selectJson(byteChunks('{"results":[{"id":tru}]}', []), selection))).rejects.toThrow(/invalid JSON value/)
     await expect(collect(selectJson(byteChunks('{"results":[]} x', []), selection))).rejects.toThrow(/expected the end of the document/)
+    await expect(collect(selectJson(byteChunks('{"results":[{"id":1},null]}', []), selection))).rejects.toThrow(
+      /expected an object or array to hand out/,
+    )
   })
 })
