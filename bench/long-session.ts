@@ -20,7 +20,7 @@
  * and last 10 turns), `--keep-sqlite <path>` (keep a copy of the session's SQLite, to profile finalize in Node),
  * `--keep-persist <dir>` (Miniflare's persistence directory before finalize, for `bench/finalize-ab.ts`),
  * `--profile-finalize <file>` (a workerd CPU profile of the prefix_merging finalize, over the DevTools inspector;
- * the inspector slows workerd down: not for the figures), `--profile-calls <file>` (the same over the last 20 turns).
+ * the inspector slows workerd down: not for the figures), `--profile-calls <file>` (the same over the last 20 turns), `--edge-bundle DIR/index.js` (a prebuilt edge).
  * Figures: edge cost per call (Server-Timing prepare + capture) over the first and last 10 turns, and workerd's
  * CPU per call (/proc: every workerd thread, so edge + session object, not the engine; wall times on a loaded
  * machine mostly measure the wait for a core); stored
@@ -44,6 +44,7 @@ import { startEngine } from '../engine/server.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { profileWorkerd, startWorkerdProfile } from './lib/devtools.ts'
 import { cpuMs, workerdPids as findWorkerdPids } from './lib/proc-stats.ts'
+import { type AgentAnswer, agentScript, appendTurn, firstMessages, TOOLS } from './lib/long-session-agent.ts'
 
 const { values } = parseArgs({
   options: {
@@ -68,29 +69,15 @@ const { values } = parseArgs({
     'profile-finalize': { type: 'string' },
     /** Write a V8 CPU profile of workerd during the last 20 turns to this file (edge and session object: one isolate). */
     'profile-calls': { type: 'string' },
+    /** Run a prebuilt edge (`npx wrangler deploy --dry-run --outdir DIR` → `DIR/index.js`) instead of bundling this tree. */
+    'edge-bundle': { type: 'string' },
   },
 })
 const TURNS = Number(values.turns)
 const RESULT_TOKENS = Number(values['result-tokens'])
 const STRIP_THINKING = values['strip-thinking'] === true
 const ADMIN = 'bench-admin-token'
-const TOOLS = [
-  {
-    type: 'function',
-    function: {
-      name: 'run_shell_command',
-      description: 'Run a shell command.',
-      parameters: { type: 'object', properties: { command: { type: 'string' } }, required: ['command'] },
-    },
-  },
-]
-/** ≈ 25 Qwen3 tokens per line. */
-const OUTPUT_LINE = 'src/config/loader.ts:118: export function loadConfig(path: string): Config { // reads and validates\n'
-const script = Array.from({ length: TURNS }, (_, turn) => ({
-  // Sampled only with thinking on (the default session); ≈ 15 tokens.
-  reasoning: `Turn ${turn}: the matches so far do not show the failing call, list more of them.`,
-  tool_calls: [{ name: 'run_shell_command', arguments: { command: `grep -n loadConfig src -r | head -${turn + 10}` } }],
-}))
+const script = agentScript(TURNS)
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b)
@@ -144,6 +131,7 @@ const engine = await startEngine({ seed: 3, policy: 'script', script, maxModelLe
 const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-bench-long-'))
 const edge = await startMiniflareEdge({
   persistTo,
+  ...(values['edge-bundle'] ? { scriptPath: values['edge-bundle'] } : {}),
   ...(values['profile-finalize'] || values['profile-calls'] ? { inspector: true } : {}),
   vars: { ROLLGATE_ADMIN_TOKEN: ADMIN, ROLLGATE_SIGNING_KEY: 'k', ROLLGATE_UPSTREAM_URL: engine.url },
 })
@@ -180,10 +168,7 @@ try {
   const builders = values['skip-per-request'] ? ['prefix_merging'] : ['prefix_merging', 'per_request']
   const sessions = await Promise.all(builders.map(() => newSession()))
   const session = sessions[0] as { session_id: string; token: string }
-  const messages: Record<string, unknown>[] = [
-    { role: 'system', content: `You are a coding agent.\n${'Follow the repository conventions. '.repeat(120)}` },
-    { role: 'user', content: 'Investigate why config loading fails and fix it.' },
-  ]
+  const messages = firstMessages()
   const edgeMs: number[] = []
   const prepareMs: number[] = []
   const captureMs: number[] = []
@@ -222,29 +207,9 @@ try {
     edgeMs.push((timing.prepare ?? 0) + (timing.capture ?? 0))
     prepareMs.push(timing.prepare ?? 0)
     captureMs.push(timing.capture ?? 0)
-    const answer = JSON.parse(Buffer.from(answerBytes).toString('utf8')) as {
-      usage: { prompt_tokens: number }
-      choices: {
-        message: {
-          content: string | null
-          reasoning_content?: string | null
-          tool_calls?: { id: string; function: { name: string; arguments: string } }[]
-        }
-      }[]
-    }
+    const answer = JSON.parse(Buffer.from(answerBytes).toString('utf8')) as AgentAnswer
     finalPromptTokens = answer.usage.prompt_tokens
-    const message = answer.choices[0]?.message
-    const call = message?.tool_calls?.[0]
-    if (!message || !call) throw new Error(`turn ${turn}: no tool call`)
-    // The agent sends the reasoning back as it got it (with thinking on the template re-renders it).
-    messages.push({
-      role: 'assistant',
-      content: message.content,
-      ...(typeof message.reasoning_content === 'string' ? { reasoning_content: message.reasoning_content } : {}),
-      tool_calls: message.tool_calls,
-    })
-    const lines = Math.max(1, Math.round(RESULT_TOKENS / 25))
-    messages.push({ role: 'tool', tool_call_id: call.id, content: `turn ${turn}\n${OUTPUT_LINE.repeat(lines)}` })
+    appendTurn(messages, answer, turn, RESULT_TOKENS)
     if ((turn + 1) % 50 === 0) {
       console.log(
         `turn ${turn + 1}: prompt ${finalPromptTokens} tokens, edge ${edgeMs.at(-1)?.toFixed(2)} ms, capture p50 of the last 10 ${median(captureMs.slice(-10)).toFixed(2)} ms`,
