@@ -98,6 +98,8 @@ const MAX_INDEXED = 1 << 16
 const MIN_COPY = 24
 /** Source blocks with the same hash compared at most per position (repeated text: the longest match wins). */
 const MAX_CANDIDATES = 8
+/** A match this long where the last copy would continue is taken without looking for a longer one elsewhere. */
+const LONG_ENOUGH = 256
 /** Polynomial rolling hash base, and base^(BLOCK − 1) mod 2^32. */
 const HASH_BASE = 0x01000193
 const HASH_TOP = (() => {
@@ -146,20 +148,23 @@ export function copyCode(source: string, target: string, budget: number): CopyCo
   if (source.length < BLOCK || target.length < MIN_COPY) return null
   const stride = Math.ceil((source.length - BLOCK + 1) / MAX_INDEXED)
   const indexed = Math.floor((source.length - BLOCK) / stride) + 1
-  const head = new Map<number, number>()
-  /** Indexed position i's (`i * stride`) previous one with the same hash (-1: none). */
+  // A hash table of chains (typed arrays: a Map costs several times more per position): `head[bucket]` is
+  // the last indexed position in that bucket, `chain[i]` the one before position i (-1: none).
+  const mask = (1 << Math.ceil(Math.log2(indexed * 2))) - 1
+  const head = new Int32Array(mask + 1).fill(-1)
   const chain = new Int32Array(indexed)
   let sourceHash = blockHash(source, 0)
-  for (let i = 0, at = 0; i < indexed; i++) {
-    chain[i] = head.get(sourceHash) ?? -1
-    head.set(sourceHash, i)
+  for (let i = 0, from = 0; i < indexed; i++) {
+    const bucket = (sourceHash ^ (sourceHash >>> 15)) & mask
+    chain[i] = head[bucket] as number
+    head[bucket] = i
     // Roll on to the next indexed position (a stride of one unit, or several).
-    const next = at + stride
+    const next = from + stride
     if (next + BLOCK > source.length) break
     if (stride === 1) {
-      sourceHash = (Math.imul(sourceHash - Math.imul(source.charCodeAt(at), HASH_TOP), HASH_BASE) + source.charCodeAt(at + BLOCK)) | 0
+      sourceHash = (Math.imul(sourceHash - Math.imul(source.charCodeAt(from), HASH_TOP), HASH_BASE) + source.charCodeAt(from + BLOCK)) | 0
     } else sourceHash = blockHash(source, next)
-    at = next
+    from = next
   }
   const ops: number[] = []
   const literals: string[] = []
@@ -167,31 +172,32 @@ export function copyCode(source: string, target: string, budget: number): CopyCo
   let literalStart = 0
   /** Where in `source` the last copy ended (the next one often continues there, after a few literal units). */
   let sourceEnd = 0
-  /** How far a copy starting at `from` is from where the last one ended (behind it counts as farther). */
-  const distance = (from: number) => (from >= sourceEnd ? from - sourceEnd : source.length + sourceEnd - from)
   const last = target.length - BLOCK
   let at = 0
   let hash = last >= 0 ? blockHash(target, 0) : 0
-  while (at <= last) {
-    let bestFrom = -1
-    let bestBack = 0
-    let bestLength = 0
-    const consider = (from: number) => {
-      if (from < 0 || from + BLOCK > source.length || source.charCodeAt(from) !== target.charCodeAt(at)) return
-      if (source.slice(from, from + BLOCK) !== target.slice(at, at + BLOCK)) return
-      let back = 0
-      while (at - back > literalStart && from - back > 0 && source.charCodeAt(from - back - 1) === target.charCodeAt(at - back - 1)) back++
-      const length = back + BLOCK + matchLength(source, from + BLOCK, target, at + BLOCK)
-      const nearer = length === bestLength && distance(from - back) < distance(bestFrom - bestBack)
-      if (length > bestLength || nearer) {
-        bestFrom = from
-        bestBack = back
-        bestLength = length
-      }
+  let bestFrom = -1
+  let bestBack = 0
+  let bestLength = 0
+  /** How far a copy starting at `from` is from where the last one ended (behind it counts as farther). */
+  const distance = (from: number) => (from >= sourceEnd ? from - sourceEnd : source.length + sourceEnd - from)
+  const consider = (from: number) => {
+    if (from < 0 || from + BLOCK > source.length || source.charCodeAt(from) !== target.charCodeAt(at)) return
+    if (source.slice(from, from + BLOCK) !== target.slice(at, at + BLOCK)) return
+    let back = 0
+    while (at - back > literalStart && from - back > 0 && source.charCodeAt(from - back - 1) === target.charCodeAt(at - back - 1)) back++
+    const length = back + BLOCK + matchLength(source, from + BLOCK, target, at + BLOCK)
+    if (length > bestLength || (length === bestLength && distance(from - back) < distance(bestFrom - bestBack))) {
+      bestFrom = from
+      bestBack = back
+      bestLength = length
     }
+  }
+  while (at <= last) {
+    bestFrom = -1
+    bestLength = 0
     const expected = sourceEnd + at - literalStart
     consider(expected)
-    let candidate = head.get(hash) ?? -1
+    let candidate = bestLength >= LONG_ENOUGH ? -1 : (head[(hash ^ (hash >>> 15)) & mask] as number)
     for (let tried = 0; candidate >= 0 && tried < MAX_CANDIDATES; tried++, candidate = chain[candidate] as number) {
       if (candidate * stride !== expected) consider(candidate * stride)
     }
