@@ -97,9 +97,9 @@ describe('first byte of a streaming answer', () => {
       }
       const totalMs = performance.now() - started
       console.log(`${api}: first body byte after ${firstByteMs.toFixed(0)} ms, answer complete after ${totalMs.toFixed(0)} ms`)
-      // The engine answers after 3 s: the first bytes came well before it, the rest after it.
+      // The engine answers after 3 s: the rest came after it (a lower bound: load only adds). That the first bytes
+      // came before it is the engine's counter above, not a clock (a bound on firstByteMs failed under CPU load).
       expect(totalMs).toBeGreaterThanOrEqual(ENGINE_LATENCY_MS)
-      expect(firstByteMs).toBeLessThan(ENGINE_LATENCY_MS / 3)
       expect(rest.length).toBeGreaterThan(0)
     }, 60_000)
   }
