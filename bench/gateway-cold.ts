@@ -120,6 +120,12 @@ try {
       depth: Number(values.depth),
       cold: summary(cold),
       warm: summary(warm),
+      // The warm calls by their place after the cold one (1: the call right after it): a slow step some calls
+      // after a wake (a collection of what the wake allocated, say) shows up here.
+      warm_by_place: Array.from({ length: Number(values.warm) }, (_, place) => {
+        const at = warm.filter((_, i) => i % Number(values.warm) === place)
+        return { place: place + 1, prepare_max_ms: r3(Math.max(...at.map((sample) => phaseMs(sample, 'prepare')))), ...summary(at) }
+      }),
       fill_snapshot_calls: summary(snapshotCalls),
       fill_other_calls: {
         ...summary(otherCalls),

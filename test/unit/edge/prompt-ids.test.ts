@@ -88,6 +88,18 @@ describe('incremental prompt ids', () => {
       Array.from(ids, (_, j) => (j === ids.length - 1 ? text.length - 1 : text.split(',', j + 1).join(',').length)),
     )
     expect(canonicalPromptText(new Uint32Array(0))).toEqual({ text: '[]', seps: new Uint32Array(0) })
+    // Random ids of every digit count (the digits are written into bytes): the text is `JSON.stringify`'s.
+    let seed = 7
+    const next = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31
+      return seed
+    }
+    for (let run = 0; run < 200; run++) {
+      const random = Uint32Array.from({ length: next() % 300 }, () => Math.floor((next() / 2 ** 31) * 10 ** (1 + (next() % 10))) >>> 0)
+      const written = canonicalPromptText(random)
+      expect(written.text).toBe(JSON.stringify(Array.from(random)))
+      expect(Array.from(written.seps, (at) => written.text[at])).toEqual(Array.from(random, (_, j) => (j === random.length - 1 ? ']' : ',')))
+    }
     // Read against it, the next prompt copies every id.
     expect(expectSameAsWhole(ids, JSON.stringify([...ids, 5])).copied).toBe(ids.length)
   })
