@@ -98,7 +98,9 @@ describe('incremental prompt ids', () => {
       const random = Uint32Array.from({ length: next() % 300 }, () => Math.floor((next() / 2 ** 31) * 10 ** (1 + (next() % 10))) >>> 0)
       const written = canonicalPromptText(random)
       expect(written.text).toBe(JSON.stringify(Array.from(random)))
-      expect(Array.from(written.seps, (at) => written.text[at])).toEqual(Array.from(random, (_, j) => (j === random.length - 1 ? ']' : ',')))
+      expect(Array.from(written.seps, (at) => written.text[at])).toEqual(
+        Array.from(random, (_, j) => (j === random.length - 1 ? ']' : ',')),
+      )
     }
     // Read against it, the next prompt copies every id.
     expect(expectSameAsWhole(ids, JSON.stringify([...ids, 5])).copied).toBe(ids.length)
