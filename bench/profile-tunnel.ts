@@ -79,7 +79,7 @@ try {
       body,
     })
     await runLoad(target, { concurrency, count: Math.min(100, count), maxMs }) // warm: JIT, sockets, objects
-    const runner = path === 'tunnel_v1' ? stack.runnerV1 : stack.runner
+    const runner = path === 'tunnel_v1' && stack.runnerV1 ? stack.runnerV1 : stack.runner
     await runner.profileStart()
     const { profile, result: load } = await profileWhile(edgeTarget, () => runLoad(target, { concurrency, count, maxMs }))
     const runnerFile = join(keep, `runner-${path}-${values.size}-c${concurrency}.cpuprofile`)

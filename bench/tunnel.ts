@@ -23,6 +23,12 @@
  * `node_modules` link); its runner answers a third tunnel path, `tunnel_b`, with the same options as
  * `tunnel`'s — two runner builds side by side against the same edge (`tunnel_b_*` figures).
  *
+ * `--edge-b BUNDLE`: BUNDLE is another edge build (`npx wrangler deploy --dry-run --outdir DIR` of another
+ * checkout; DIR/index.js). It runs in a second stack of its own (its own workerd, stub engine and runner
+ * with this checkout's runner code; no v1 runner), and its `direct` and `tunnel` paths join the rotation as
+ * `edge_b_direct` and `edge_b_tunnel`: two edge builds' tunnel costs side by side in one run, each against
+ * its own direct call (`edge_b_*` figures; CPU is charged to each stack's own workerd and runner).
+ *
  * Every loop is bounded in count and time. Last line: one JSON object with every figure, and
  * `targets` (issue #10, item 3): the tunnel adds ≤ 1.5 ms p50 over the direct edge call at 2 KB and
  * ≤ 3 ms at 54 KB (concurrency 1), and tunnelled throughput is ≥ 0.8× direct (concurrency 32), each
@@ -34,7 +40,7 @@ import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { chatBody } from './lib/chat-bodies.ts'
 import { type LoadResult, type LoadTarget, once, runLoad } from './lib/load.ts'
 import { cpuMs, workerdPids } from './lib/proc-stats.ts'
-import { SESSIONS_PER_ROUTE, startTunnelStack } from './lib/tunnel-stack.ts'
+import { SESSIONS_PER_ROUTE, startTunnelStack, type TunnelStack } from './lib/tunnel-stack.ts'
 
 const SIZES: Record<string, number> = { '2KB': 2 * 1024, '54KB': 54 * 1024, '524KB': 524 * 1024 }
 
@@ -50,6 +56,7 @@ const { values } = parseArgs({
     /** Paths to measure (`direct` and `tunnel` always are): upstream, bare_session, direct, tunnel_v1, tunnel. */
     paths: { type: 'string', default: 'upstream,bare_session,direct,tunnel_v1,tunnel' },
     'runner-b': { type: 'string' },
+    'edge-b': { type: 'string' },
   },
 })
 
@@ -157,22 +164,42 @@ const stack = await startTunnelStack({
 })
 const { runner, runnerV1, runnerB, tokens } = stack
 console.log(`edge runtime: ${values.runtime} at ${stack.edge.url}; upstream stub at ${stack.stubUrl}`)
+const workerdA = workerdPids()
+let stackB: TunnelStack | null = null
+let workerdB: number[] = []
+if (values['edge-b']) {
+  try {
+    stackB = await startTunnelStack({
+      scriptPath: values['edge-b'],
+      v1: false,
+      onLog: (level, message) => {
+        if (level === 'warn' || level === 'error') console.error(message)
+      },
+    })
+  } catch (error) {
+    await stack.stop()
+    throw error
+  }
+  workerdB = workerdPids().filter((pid) => !workerdA.includes(pid))
+  console.log(`edge B (${values['edge-b']}) at ${stackB.edge.url}`)
+}
 const figures: Record<string, unknown> = { runtime: values.runtime, sessions_per_route: SESSIONS_PER_ROUTE, loadavg_start: loadavg() }
-/** Tunnel paths compared with `direct` (`tunnel_b` only with `--runner-b`). */
-const TUNNELS = ['tunnel', 'tunnel_v1', 'tunnel_b'] as const
+/** Tunnel paths and the direct path each is compared with (`tunnel_b` only with `--runner-b`, `edge_b_*` with `--edge-b`). */
+const BASE: Record<string, string> = { tunnel: 'direct', tunnel_v1: 'direct', tunnel_b: 'direct', edge_b_tunnel: 'edge_b_direct' }
+const TUNNELS = Object.keys(BASE)
 try {
-  const workerd = workerdPids()
   const rounds = Math.max(1, Number(values.rounds))
   const maxMs = Number(values['max-seconds']) * 1000
   for (const sizeName of (values.sizes ?? '').split(',').filter((name) => name in SIZES)) {
     const body = Buffer.from(JSON.stringify(chatBody(SIZES[sizeName] as number)))
-    const viaEdge =
-      (tokens: string[]) =>
+    const viaEdgeB =
+      (on: TunnelStack, tokens: string[]) =>
       (worker: number): LoadTarget => ({
-        url: `${stack.edge.url}/v1/chat/completions`,
+        url: `${on.edge.url}/v1/chat/completions`,
         headers: { authorization: `Bearer ${tokens[worker % tokens.length]}` },
         body,
       })
+    const viaEdge = (tokens: string[]) => viaEdgeB(stack, tokens)
     const allTargets: Record<string, (worker: number) => LoadTarget> = {
       upstream: () => ({ url: `${stack.stubUrl}/v1/chat/completions`, headers: {}, body }),
       bare_session: viaEdge(tokens.bare),
@@ -180,8 +207,20 @@ try {
       tunnel_v1: viaEdge(tokens.tunnel_v1),
       tunnel: viaEdge(tokens.tunnel),
       tunnel_b: viaEdge(tokens.tunnel_b),
+      ...(stackB
+        ? {
+            edge_b_direct: viaEdgeB(stackB, stackB.tokens.direct),
+            edge_b_tunnel: viaEdgeB(stackB, stackB.tokens.tunnel),
+          }
+        : {}),
     }
-    const wanted = new Set(['direct', 'tunnel', ...(values.paths ?? '').split(','), ...(runnerB ? ['tunnel_b'] : [])])
+    const wanted = new Set([
+      'direct',
+      'tunnel',
+      ...(values.paths ?? '').split(','),
+      ...(runnerB ? ['tunnel_b'] : []),
+      ...(stackB ? ['edge_b_direct', 'edge_b_tunnel'] : []),
+    ])
     const targets = Object.fromEntries(Object.entries(allTargets).filter(([name]) => wanted.has(name)))
     const tunnels = TUNNELS.filter((name) => name in targets)
 
@@ -197,7 +236,7 @@ try {
       c1Errors += paired.errors
       const l = paired.latencies as Record<string, number[]>
       for (const [name, list] of Object.entries(l)) all[name]?.push(...list)
-      for (const name of tunnels) addedRounds[name]?.push(pairedDiff(l[name] as number[], l.direct as number[]))
+      for (const name of tunnels) addedRounds[name]?.push(pairedDiff(l[name] as number[], l[BASE[name] as string] as number[]))
       if (l.bare_session) addedRounds.admission?.push(pairedDiff(l.direct as number[], l.bare_session))
     }
     const added = (name: string) => {
@@ -218,6 +257,12 @@ try {
       ...(runnerB
         ? { tunnel_b_added_p50_ms: added('tunnel_b'), tunnel_b_added_p50_ms_rounds: (addedRounds.tunnel_b ?? []).map(round3) }
         : {}),
+      ...(stackB
+        ? {
+            edge_b_tunnel_added_p50_ms: added('edge_b_tunnel'),
+            edge_b_tunnel_added_p50_ms_rounds: (addedRounds.edge_b_tunnel ?? []).map(round3),
+          }
+        : {}),
       admission_added_p50_ms: added('admission'),
     }
     const c1 = figures[c1Key] as Record<string, number>
@@ -226,9 +271,11 @@ try {
         .map(([name, value]) => `${name} ${value.toFixed(2)}`)
         .join(' | ')} | paired, median of ${rounds} rounds: tunnel adds ${c1.tunnel_added_p50_ms} ms (${(addedRounds.tunnel ?? [])
         .map((n) => n.toFixed(2))
-        .join(
-          ' ',
-        )}), v1 adds ${c1.tunnel_v1_added_p50_ms ?? '-'} ms${runnerB ? `, b adds ${c1.tunnel_b_added_p50_ms} ms` : ''} (errors ${c1Errors})`,
+        .join(' ')}), v1 adds ${c1.tunnel_v1_added_p50_ms ?? '-'} ms${runnerB ? `, b adds ${c1.tunnel_b_added_p50_ms} ms` : ''}${
+        stackB
+          ? `, edge B's tunnel adds ${c1.edge_b_tunnel_added_p50_ms} ms (${(addedRounds.edge_b_tunnel ?? []).map((n) => n.toFixed(2)).join(' ')})`
+          : ''
+      } (errors ${c1Errors})`,
     )
 
     // Concurrency 32: rounds, alternating the paths so drift hits all of them alike.
@@ -237,10 +284,13 @@ try {
     const results: Record<string, LoadResult[]> = {}
     const runnerPids: Record<string, number[]> = {
       tunnel: [runner.pid],
-      tunnel_v1: [runnerV1.pid],
+      tunnel_v1: runnerV1 ? [runnerV1.pid] : [],
       tunnel_b: runnerB ? [runnerB.pid] : [],
+      ...(stackB ? { edge_b_tunnel: [stackB.runner.pid], edge_b_direct: [stackB.runner.pid] } : {}),
     }
-    const allRunners = Object.values(runnerPids).flat()
+    const allRunners = [runner.pid, ...(runnerV1 ? [runnerV1.pid] : []), ...(runnerB ? [runnerB.pid] : [])]
+    /** Each path is charged the CPU of its own stack's workerd. */
+    const workerdOf = (name: string) => (name.startsWith('edge_b_') ? workerdB : workerdA)
     const cpu: Record<string, { workerd: number; node: number; runner: number; requests: number }> = {}
     for (const [name, target] of Object.entries(targets)) {
       await runLoad(target, { concurrency, count: Math.min(count, 40), maxMs })
@@ -251,6 +301,7 @@ try {
       for (const [name, target] of rotated(Object.entries(targets), r)) {
         // A tunnel path is charged its own runner's CPU; the others all runners' (idle ones: heartbeats).
         const pids = runnerPids[name] ?? allRunners
+        const workerd = workerdOf(name)
         const w0 = cpuMs(workerd)
         const r0 = cpuMs(pids)
         const n0 = process.cpuUsage()
@@ -271,7 +322,9 @@ try {
     const v1 = merged.tunnel_v1
     /** Per round: that round's tunnel ÷ direct throughput. */
     const ratioRounds = (name: string) =>
-      (results[name] ?? []).map((result, r) => round3(result.throughput / ((results.direct as LoadResult[])[r] as LoadResult).throughput))
+      (results[name] ?? []).map((result, r) =>
+        round3(result.throughput / ((results[BASE[name] as string] as LoadResult[])[r] as LoadResult).throughput),
+      )
     const ratio = (name: string) => (results[name] ? round3(medianOf(ratioRounds(name))) : null)
     const perRequest = Object.fromEntries(
       Object.entries(cpu).map(([name, spent]) => [
@@ -292,6 +345,13 @@ try {
       tunnel_throughput_ratio_rounds: ratioRounds('tunnel'),
       tunnel_v1_throughput_ratio: ratio('tunnel_v1'),
       ...(runnerB ? { tunnel_b_throughput_ratio: ratio('tunnel_b'), tunnel_b_throughput_ratio_rounds: ratioRounds('tunnel_b') } : {}),
+      ...(stackB
+        ? {
+            edge_b_tunnel_added_p50_ms: round3((merged.edge_b_tunnel as LoadResult).p50 - (merged.edge_b_direct as LoadResult).p50),
+            edge_b_throughput_ratio: ratio('edge_b_tunnel'),
+            edge_b_throughput_ratio_rounds: ratioRounds('edge_b_tunnel'),
+          }
+        : {}),
     }
     const c = perRequest as Record<string, { workerd: number; runner: number }>
     const f = figures[key] as Record<string, number | null>
@@ -299,6 +359,10 @@ try {
     console.log(
       `${key.padEnd(9)} req/s: direct ${d.throughput.toFixed(0)} | tunnel ${t.throughput.toFixed(0)} (median ratio ${f.tunnel_throughput_ratio}×: ${ratioRounds('tunnel').join(' ')}) | v1 ${v1 ? `${v1.throughput.toFixed(0)} (${f.tunnel_v1_throughput_ratio}×)` : '-'}${b ? ` | b ${b.throughput.toFixed(0)} (${f.tunnel_b_throughput_ratio}×)` : ''} | errors ${Object.values(merged).reduce((sum, m) => sum + m.errors, 0)} | CPU ms/req workerd+runner: direct ${c.direct?.workerd}+${c.direct?.runner} tunnel ${c.tunnel?.workerd}+${c.tunnel?.runner} v1 ${c.tunnel_v1?.workerd}+${c.tunnel_v1?.runner}${b ? ` b ${c.tunnel_b?.workerd}+${c.tunnel_b?.runner}` : ''}`,
     )
+    if (stackB)
+      console.log(
+        `${key.padEnd(9)} edge B req/s: direct ${merged.edge_b_direct?.throughput.toFixed(0)} | tunnel ${merged.edge_b_tunnel?.throughput.toFixed(0)} (median ratio ${f.edge_b_throughput_ratio}×: ${ratioRounds('edge_b_tunnel').join(' ')}) | CPU ms/req workerd+runner: direct ${c.edge_b_direct?.workerd}+${c.edge_b_direct?.runner} tunnel ${c.edge_b_tunnel?.workerd}+${c.edge_b_tunnel?.runner}`,
+      )
   }
   figures.targets = targets(figures)
   console.log(
@@ -308,13 +372,15 @@ try {
   )
   figures.tunnel_requests_served = {
     tunnel: (await runner.stats()).tunnelRequests,
-    tunnel_v1: (await runnerV1.stats()).tunnelRequests,
+    ...(runnerV1 ? { tunnel_v1: (await runnerV1.stats()).tunnelRequests } : {}),
     ...(runnerB ? { tunnel_b: (await runnerB.stats()).tunnelRequests } : {}),
+    ...(stackB ? { edge_b_tunnel: (await stackB.runner.stats()).tunnelRequests } : {}),
   }
   figures.loadavg_end = loadavg()
   const status = (await (await stack.admin('/rollout/status')).json()) as { nodes: { nodes: { node_id: string; healthy: boolean }[] } }
   figures.runner_healthy_at_end = status.nodes.nodes.find((node) => node.node_id === 'bench-runner')?.healthy ?? false
 } finally {
+  await stackB?.stop()
   await stack.stop()
 }
 console.log(JSON.stringify(figures))

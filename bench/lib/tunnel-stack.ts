@@ -29,10 +29,11 @@ export interface TunnelStack {
   edge: { url: string; inspectorUrl: string | null }
   stubUrl: string
   runner: TunnelRunner
-  runnerV1: TunnelRunner
+  /** Null when started with `v1: false`. */
+  runnerV1: TunnelRunner | null
   /** The other checkout's runner (`runnerB`), else null. */
   runnerB: TunnelRunner | null
-  /** Session tokens per path (`tunnel_b` empty without `runnerB`). */
+  /** Session tokens per path (`tunnel_b` empty without `runnerB`, `tunnel_v1` with `v1: false`). */
   tokens: { tunnel: string[]; direct: string[]; tunnel_v1: string[]; tunnel_b: string[]; bare: string[] }
   admin(path: string, body?: unknown): Promise<Response>
   stop(): Promise<void>
@@ -47,6 +48,8 @@ export async function startTunnelStack(options: {
   onLog?: (level: string, message: string) => void
   /** Root of another checkout whose runner answers the `tunnel_b` sessions (its node_modules resolvable). */
   runnerB?: string
+  /** Start the v1 runner and its `tunnel_v1` sessions (default true; `bench:tunnel --edge-b`'s second stack skips them). */
+  v1?: boolean
 }): Promise<TunnelStack> {
   const stub = await startStub()
   const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-bench-tunnel-'))
@@ -133,8 +136,11 @@ export async function startTunnelStack(options: {
       )
       tunnelB = await runningSessions(runnerB, 'bench-tunnel-b', { route: 'runner' })
     }
-    runnerV1 = await startTunnelRunner({ ...runnerOptions, runnerId: 'bench-runner-v1', tunnel: 'v1' })
-    const tunnelV1 = await runningSessions(runnerV1, 'bench-tunnel-v1', { route: 'runner' })
+    let tunnelV1: SessionAssignment[] = []
+    if (options.v1 !== false) {
+      runnerV1 = await startTunnelRunner({ ...runnerOptions, runnerId: 'bench-runner-v1', tunnel: 'v1' })
+      tunnelV1 = await runningSessions(runnerV1, 'bench-tunnel-v1', { route: 'runner' })
+    }
     const bare: string[] = []
     for (let i = 0; i < SESSIONS_PER_ROUTE; i++) {
       const res = await admin('/v1/sessions', { upstream: { url: stub.url, kind: 'vllm', served_model: 'Qwen/Qwen3-8B' } })
