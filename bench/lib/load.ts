@@ -6,6 +6,12 @@
  */
 import { Agent, request as httpRequest } from 'node:http'
 
+/**
+ * No single request may hang a run: one whose connection stays silent this long (no headers, no body bytes) is
+ * destroyed and counted as an error, so every load loop ends however the target behaves.
+ */
+export const REQUEST_TIMEOUT_MS = 60_000
+
 export interface LoadResult {
   requests: number
   errors: number
@@ -47,6 +53,7 @@ function onceWithHeaders(agent: Agent, target: LoadTarget): Promise<{ status: nu
         path: url.pathname + url.search,
         method: 'POST',
         headers: { ...target.headers, 'content-type': 'application/json', 'content-length': target.body.length },
+        timeout: REQUEST_TIMEOUT_MS,
       },
       (response) => {
         response.on('data', () => {})
@@ -55,6 +62,7 @@ function onceWithHeaders(agent: Agent, target: LoadTarget): Promise<{ status: nu
         response.on('error', reject)
       },
     )
+    request.on('timeout', () => request.destroy(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms: ${target.url}`)))
     request.on('error', reject)
     request.end(target.body)
   })
