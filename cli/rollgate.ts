@@ -7,10 +7,14 @@
  */
 import { Command } from 'commander'
 import { COMMANDS } from './commands/index.ts'
+import { EXIT } from './lib/common-options.ts'
 
 const program = new Command('rollgate')
   .description('Token-faithful capture gateway for RL on coding agents: edge, runner, rollouts and exports')
   .showHelpAfterError()
+  // A mistyped command, flag or choice is bad input: exit 2 as the README's exit codes say (commander's own
+  // default is 1, which means "the outcome was a failure"). Set before the commands so each inherits it.
+  .exitOverride((error) => process.exit(error.exitCode === 0 ? EXIT.ok : EXIT.usage))
 for (const register of COMMANDS) register(program)
 
 await program.parseAsync(process.argv)

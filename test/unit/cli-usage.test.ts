@@ -38,6 +38,19 @@ describe('dev scripts: usage instead of a stack trace', () => {
   }
 })
 
+describe('rollgate: a mistyped command, flag or choice exits 2 (bad input), as the README says', () => {
+  for (const args of [['status', '--bogus'], ['export', 's', '--format', 'nope'], ['nosuch']]) {
+    it(args.join(' '), () => {
+      const result = run('cli/rollgate.ts', ...args)
+      expect(result.stderr).toMatch(/^error: /)
+      expect(result.status).toBe(2)
+    }, 60_000)
+  }
+  it('--help still exits 0', () => {
+    expect(run('cli/rollgate.ts', 'status', '--help').status).toBe(0)
+  }, 60_000)
+})
+
 it('dev:stack names the policies when --policy is not one', () => {
   const result = run('scripts/dev-stack.ts', '--policy', 'smart')
   expect(result.status).toBe(2)
