@@ -7,17 +7,20 @@ import { edgeVarsFromEnv } from './dev.ts'
 import { startEdge } from './lib/processes.ts'
 import { scriptArgs } from './lib/script-args.ts'
 
-const USAGE = `Usage: npm run dev:stack -- [--port 8787] [--engine-port 8000] [--policy scripted] [--persist-to .state]   (also: npx rollgate dev --stack …)
+const USAGE = `Usage: npm run dev:stack -- [--port 8787] [--engine-port 8000] [--policy scripted] [--max-model-len 262144] [--persist-to .state]   (also: npx rollgate dev --stack …)
 
 The stand-in engine and the edge (wrangler dev, local persistence) together until Ctrl-C. Every ROLLGATE_*
 variable of the environment is passed to the edge; the admin token is dev-admin-token unless
 ROLLGATE_ADMIN_TOKEN is set. --policy picks the engine's stand-in policy (scripted | script | drift | solver |
-solver-subagent; \`solver\` solves tasks/fix-stats through a harness's tools, as in \`npm run demo\`).`
+solver-subagent; \`solver\` solves tasks/fix-stats through a harness's tools, as in \`npm run demo\`).
+--max-model-len is the engine's context window: 262144 by default, as in the demo, because a harness such as
+qwen_code asks for 32768 output tokens and a rollout session does not clamp that to a smaller window yet.`
 
 const values = scriptArgs(USAGE, {
   port: { type: 'string', default: '8787' },
   'engine-port': { type: 'string', default: '8000' },
   policy: { type: 'string', default: 'scripted' },
+  'max-model-len': { type: 'string', default: '262144' },
   'persist-to': { type: 'string', default: '.state' },
 })
 // Imported after the flags are read: `--help` and a mistyped flag answer without loading the tokenizer.
@@ -27,11 +30,22 @@ if (!(POLICY_NAMES as readonly string[]).includes(values.policy)) {
   process.stderr.write(`error: --policy must be one of ${POLICY_NAMES.join(', ')}, got "${values.policy}"\n\n${USAGE}\n`)
   process.exit(2)
 }
-const engine = await startEngine({ port: Number(values['engine-port']), policy: values.policy as (typeof POLICY_NAMES)[number] })
+const maxModelLen = Number(values['max-model-len'])
+if (!(Number.isSafeInteger(maxModelLen) && maxModelLen > 0)) {
+  process.stderr.write(`error: --max-model-len must be a positive integer, got "${values['max-model-len']}"\n\n${USAGE}\n`)
+  process.exit(2)
+}
+const engine = await startEngine({
+  port: Number(values['engine-port']),
+  policy: values.policy as (typeof POLICY_NAMES)[number],
+  maxModelLen,
+})
 const vars: Record<string, string> = { ...edgeVarsFromEnv(), ROLLGATE_UPSTREAM_URL: engine.url }
 const adminToken = vars.ROLLGATE_ADMIN_TOKEN ?? ''
 const edge = await startEdge({ port: Number(values.port), persistTo: values['persist-to'], vars })
-console.log(`engine ${engine.url}  (policy ${values.policy})\nedge   ${edge.url}  (admin token: ${adminToken})`)
+console.log(
+  `engine ${engine.url}  (policy ${values.policy}, window ${maxModelLen} tokens)\nedge   ${edge.url}  (admin token: ${adminToken})`,
+)
 console.log(`try: curl -s -X POST ${edge.url}/v1/sessions -H 'authorization: Bearer ${adminToken}' -d '{}'`)
 const stop = async () => {
   await edge.stop()

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs'
 import { dirname, resolve } from 'node:path'
 import { type Command, Option } from 'commander'
 import type { TaskRequestInput, TaskSubmitResponse } from '../../src/contract/rollout.ts'
+import type { SessionResult } from '../../src/contract/trajectory.ts'
 import { action, type CommonOptions, EXIT, edgeClient, output, UsageError, withEdgeOptions } from '../lib/common-options.ts'
 import { resolveUploadSources } from '../../tasks/load.ts'
 import { WatchTimeoutError, watchTask } from '../lib/task-watch.ts'
@@ -64,6 +65,26 @@ export function taskFromInputs(file: string | undefined, options: SubmitOptions)
   return task as unknown as TaskRequestInput
 }
 
+/**
+ * One session of the final summary; a session that did not complete also says why (its `error`, else the last
+ * line of the agent's error, e.g. the engine's answer that made the harness stop), so a newcomer sees the cause
+ * without opening the runner's session logs.
+ */
+export function sessionLines(result: Pick<SessionResult, 'session_id' | 'status' | 'trajectory' | 'error'>): string[] {
+  const { traces, metadata } = result.trajectory
+  const lines = [`  ${result.session_id}  ${result.status.padEnd(9)}  reward ${traces[0]?.reward ?? '—'}  traces ${traces.length}`]
+  if (result.status === 'COMPLETED') return lines
+  const agent = (metadata as { agent_result?: { error?: unknown } | null }).agent_result
+  const reason = result.error ?? (typeof agent?.error === 'string' ? agent.error : null)
+  const last = reason
+    ?.split('\n')
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .at(-1)
+  if (last) lines.push(`    why: ${last.length > 300 ? `${last.slice(0, 299)}…` : last}`)
+  return lines
+}
+
 export function register(program: Command): void {
   withEdgeOptions(
     program
@@ -98,11 +119,7 @@ export function register(program: Command): void {
       }
       output(options, final, () => {
         const lines = [`task ${final.task_id}: ${final.status} (${final.usable_sessions}/${final.total_sessions} usable)`]
-        for (const result of final.results) {
-          lines.push(
-            `  ${result.session_id}  ${result.status.padEnd(9)}  reward ${result.trajectory.traces[0]?.reward ?? '—'}  traces ${result.trajectory.traces.length}`,
-          )
-        }
+        for (const result of final.results) lines.push(...sessionLines(result))
         return lines.join('\n')
       })
       return final.status === 'completed' && final.usable_sessions > 0 ? EXIT.ok : EXIT.failed

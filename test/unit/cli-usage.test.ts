@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { drainTimeoutSeconds } from '../../cli/commands/gate.ts'
-import { taskFromInputs, timeoutMs, warningLines } from '../../cli/commands/submit.ts'
+import { sessionLines, taskFromInputs, timeoutMs, warningLines } from '../../cli/commands/submit.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
 const run = (...args: string[]) => spawnSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', timeout: 30_000 })
@@ -85,6 +85,25 @@ describe('rollgate submit', () => {
     for (const bad of ['abc', '', ' 1', '0x10', '1e2', '-1', '3601']) {
       expect(() => drainTimeoutSeconds(bad), bad).toThrow(`--timeout must be a number of seconds in [0, 3600], got "${bad}"`)
     }
+  })
+
+  it("says why a session did not complete: its error, else the last line of the agent's error", () => {
+    const result = (status: 'COMPLETED' | 'ERROR', error: string | null, agentError: string | null) => ({
+      session_id: 'rs_1',
+      status,
+      error,
+      trajectory: { traces: [], metadata: { agent_result: agentError === null ? null : { error: agentError } } },
+    })
+    const engineError = "[API Error: This model's maximum context length is 32768 tokens.]"
+    expect(sessionLines(result('ERROR', null, `Ripgrep not available\nWarning: yolo\n${engineError}\n`) as never)).toEqual([
+      '  rs_1  ERROR      reward —  traces 0',
+      `    why: ${engineError}`,
+    ])
+    expect(sessionLines(result('ERROR', 'init failed: unknown harness "nosuch"', 'ignored') as never)[1]).toBe(
+      '    why: init failed: unknown harness "nosuch"',
+    )
+    expect(sessionLines(result('ERROR', null, null) as never)).toHaveLength(1)
+    expect(sessionLines(result('COMPLETED', null, 'a warning on stderr') as never)).toHaveLength(1)
   })
 
   it('reads --timeout as positive seconds', () => {
