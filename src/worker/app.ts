@@ -7,6 +7,9 @@ import { logError, logRequest } from '../contract/log.ts'
 import { type Context, Hono } from 'hono'
 import { RequestValidationError } from '../normalize/adapter.ts'
 import { detectAdapter } from '../normalize/registry.ts'
+import { anthropic } from '../normalize/providers/anthropic/index.ts'
+import { wantsAnthropicModelList } from '../normalize/providers/anthropic/anthropic-models.ts'
+import { google, isGoogleClient } from '../normalize/providers/google/index.ts'
 import { openaiChat } from '../normalize/providers/openai-chat/index.ts'
 import type { NormalizedError } from '../normalize/types.ts'
 import { GatewayError, unmatchedRoute } from './errors.ts'
@@ -53,12 +56,19 @@ function normalizedError(error: unknown): NormalizedError {
   return { status: 500, kind: 'internal', message: 'internal gateway error' }
 }
 
-/** Render an edge failure in the caller's own wire shape (the adapter its path or headers name; else OpenAI's). */
+/**
+ * Render an edge failure in the caller's own wire shape: the adapter its path names; on a path no adapter
+ * serves (a mistyped base URL), the one its credential headers name (`x-goog-api-key` / `?key=`: Google's,
+ * `anthropic-version` / `x-api-key`: Anthropic's, as `GET /v1/models` answers); else OpenAI's.
+ */
 function errorResponse(c: Context<{ Bindings: Env }>, error: unknown): Response {
-  const adapter = detectAdapter(new URL(c.req.url), c.req.raw.headers) ?? openaiChat
+  const url = new URL(c.req.url)
+  const headers = c.req.raw.headers
+  const adapter =
+    detectAdapter(url, headers) ?? (isGoogleClient(url, headers) ? google : wantsAnthropicModelList(headers) ? anthropic : openaiChat)
   const { status, body } = adapter.buildError(normalizedError(error))
-  const headers = error instanceof GatewayError ? error.headers : {}
-  return c.json(body, status as 400, { ...headers, 'x-rollgate-error-source': 'edge' })
+  const extra = error instanceof GatewayError ? error.headers : {}
+  return c.json(body, status as 400, { ...extra, 'x-rollgate-error-source': 'edge' })
 }
 
 app.onError((error, c) => errorResponse(c, error))

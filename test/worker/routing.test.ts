@@ -52,4 +52,22 @@ describe('routing errors', () => {
     expect(gemini.headers.get('x-rollgate-error-source')).toBe('edge')
     expect(await gemini.json()).toMatchObject({ error: { code: 401, status: 'UNAUTHENTICATED' } })
   })
+
+  it('a mistyped base URL gets its 404 in the shape its credential headers name (as GET /v1/models answers)', async () => {
+    const anthropicCaller = await SELF.fetch(`${EDGE}/messages`, {
+      method: 'POST',
+      headers: { 'x-api-key': 'k', 'anthropic-version': '2023-06-01' },
+      body: '{}',
+    })
+    expect(anthropicCaller.status).toBe(404)
+    expect(await anthropicCaller.json()).toEqual({
+      type: 'error',
+      error: { type: 'not_found_error', message: 'no route for POST /messages' },
+    })
+    const googleCaller = await SELF.fetch(`${EDGE}/v1beta/model/m:generateContent?key=k`, { method: 'POST', body: '{}' })
+    expect(googleCaller.status).toBe(404)
+    expect(await googleCaller.json()).toMatchObject({ error: { code: 404, status: 'NOT_FOUND' } })
+    const admin = await SELF.fetch(`${EDGE}/v1/session`, { headers: ADMIN })
+    expect(await admin.json()).toMatchObject({ error: { type: 'invalid_request_error', code: 'not_found' } })
+  })
 })
