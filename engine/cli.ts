@@ -29,11 +29,14 @@ Options:
   --accept-any-model     do not answer 404 for unknown "model" values
   --help                 show this help`
 
+/** Bad flags: one line, a pointer to `--help`, exit 2 (as the repo's other scripts); a start failure exits 1. */
+class UsageError extends Error {}
+
 function integerOption(values: Record<string, unknown>, name: string, fallback: number): number {
   const raw = values[name]
   if (raw === undefined) return fallback
   const value = Number(raw)
-  if (!Number.isFinite(value) || value < 0) throw new Error(`--${name} must be a non-negative number`)
+  if (!Number.isFinite(value) || value < 0) throw new UsageError(`--${name} must be a non-negative number, got "${raw}"`)
   return value
 }
 
@@ -43,29 +46,37 @@ function loadScript(path: string): ScriptTurn[] {
   return parsed.data
 }
 
+function flags() {
+  try {
+    return parseArgs({
+      options: {
+        port: { type: 'string' },
+        host: { type: 'string' },
+        policy: { type: 'string' },
+        script: { type: 'string' },
+        seed: { type: 'string' },
+        'latency-ms': { type: 'string' },
+        'token-delay-ms': { type: 'string' },
+        'served-model': { type: 'string' },
+        'max-model-len': { type: 'string' },
+        'drift-rate': { type: 'string' },
+        'accept-any-model': { type: 'boolean' },
+        help: { type: 'boolean' },
+      },
+    })
+  } catch (error) {
+    throw new UsageError((error as Error).message)
+  }
+}
+
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      port: { type: 'string' },
-      host: { type: 'string' },
-      policy: { type: 'string' },
-      script: { type: 'string' },
-      seed: { type: 'string' },
-      'latency-ms': { type: 'string' },
-      'token-delay-ms': { type: 'string' },
-      'served-model': { type: 'string' },
-      'max-model-len': { type: 'string' },
-      'drift-rate': { type: 'string' },
-      'accept-any-model': { type: 'boolean' },
-      help: { type: 'boolean' },
-    },
-  })
+  const { values } = flags()
   if (values.help === true) {
     console.log(USAGE)
     return
   }
   const policy = values.policy ?? (values.script === undefined ? 'scripted' : 'script')
-  if (!isPolicyName(policy)) throw new Error(`--policy must be one of ${POLICY_NAMES.join(', ')}`)
+  if (!isPolicyName(policy)) throw new UsageError(`--policy must be one of ${POLICY_NAMES.join(', ')}, got "${policy}"`)
   const engine = await startEngine({
     port: integerOption(values, 'port', DEFAULT_PORT),
     host: values.host ?? DEFAULT_HOST,
@@ -93,5 +104,6 @@ async function main(): Promise<void> {
 
 main().catch((error: unknown) => {
   console.error(`engine: ${(error as Error).message}`)
-  process.exit(1)
+  if (error instanceof UsageError) console.error('(npm run engine -- --help for the flags)')
+  process.exit(error instanceof UsageError ? 2 : 1)
 })
