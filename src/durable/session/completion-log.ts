@@ -83,7 +83,7 @@ const CHAIN_QUERY = `WITH RECURSIVE chain(seq, hop) AS (
     SELECT ?, 0
     UNION ALL
     SELECT c.prompt_parent, chain.hop + 1 FROM chain JOIN rg_completions c ON c.seq = chain.seq
-    WHERE c.prompt_parent IS NOT NULL AND c.request_length IS NOT NULL AND chain.hop + 1 < ? AND c.seq <> ?
+    WHERE c.prompt_parent IS NOT NULL AND c.request_length IS NOT NULL AND chain.hop + 1 < ?
   )
   SELECT ${CHAIN_COLUMNS.map((column) => `r.${column}`).join(', ')} FROM chain JOIN rg_completions r ON r.seq = chain.seq ORDER BY chain.hop`
 /** Size estimate for a record's small fields (ids, timing, provenance, usage, keys). */
@@ -108,17 +108,6 @@ const MIN_CODED_MIDDLE = 256
 const CODED_SHARE = 0.5
 /** Edit lists longer than this (JSON characters) are not kept: the row stays small and never spills them. */
 const MAX_EDITS_CHARS = 64 * 1024
-/**
- * A chain walk after a wake stops at the base snapshot (`rg_base_snapshot`): the full prompt and bodies of
- * one recent completion, rewritten once its chain has grown this many levels past the last one. So the
- * first record after a wake reads at most this many rows back, not its base's whole chain (1,000 rows in
- * a 1,000-turn session), at the price of one body-sized write per this many records.
- */
-const SNAPSHOT_HOPS = 64
-/** Snapshot texts are stored in parts of at most this many characters (a row holds ≤ 2 MB in a Durable Object). */
-const SNAPSHOT_TEXT_PART = 512 * 1024
-/** …and prompts in parts of this many ids (1 MB). */
-const SNAPSHOT_IDS_PART = 256 * 1024
 
 interface Materialized {
   seq: number
@@ -130,8 +119,6 @@ interface Materialized {
   promptText: PromptText | null
   requestText: string
   originalText: string
-  /** Chain levels a wake's walk reads to rebuild this entry: back to the base snapshot or the chain's root. */
-  hops: number
   /** Where `requestText`'s messages lie (worked out when first asked for: entries read from storage). */
   layout?: MessageLayout | null
   /** How `requestText` is coded against `originalText` (entries recorded in this wake, coded that way). */
@@ -241,10 +228,6 @@ interface Candidate {
   api: string
 }
 
-function isHighSurrogate(code: number): boolean {
-  return code >= 0xd800 && code <= 0xdbff
-}
-
 function promptTextBytes(text: PromptText | null): number {
   return text ? text.text.length + text.seps.byteLength : 0
 }
@@ -265,8 +248,6 @@ export class CompletionLog {
   /** Running total of stored bytes (summed once per wake, then kept up to date by `record`). */
   #sessionBytes: number | null = null
   #warmed = false
-  /** The base snapshot's seq once read (-1: none). */
-  #snapshotSeq = -1
   /** Recent prompts the last record compared its prompt with (text and ids; tests bound it). */
   lastPromptComparisons = 0
   /** How the last recorded body's messages were located: only the new ones scanned, or the whole body (tests). */
@@ -428,12 +409,8 @@ export class CompletionLog {
     if (!inserted) return this.#duplicate(input.completion_id, seq)
     this.#recent.push({ seq, promptLength: prompt.length, agent: input.agent, api: input.api })
     if (this.#recent.length > RECENT_BASES) this.#recent.shift()
-    const hops = base ? base.hops + 1 : 0
     const depth = base ? base.depth + 1 : 0
-    if (hops >= SNAPSHOT_HOPS)
-      this.#writeSnapshot(seq, { agent: input.agent, api: input.api, depth }, prompt, input.original_text, fromOriginal)
     this.#remember({
-      hops: hops >= SNAPSHOT_HOPS ? 0 : hops,
       seq,
       agent: input.agent,
       api: input.api,
@@ -607,9 +584,9 @@ export class CompletionLog {
   }
 
   /**
-   * After a wake the memory is empty: list the recent completions (one small read) and put the base snapshot
-   * in memory (one bounded read). Candidates are rebuilt when a record first compares them; the usual next
-   * turn compares only the newest, whose walk back stops at the snapshot.
+   * After a wake the memory is empty: list the recent completions (one small read). Candidates are rebuilt
+   * when a record first compares them; the usual next turn compares only the newest (one chain walk, its
+   * own size plus one small row per level: \`delta-chain.ts\`).
    */
   async #warm(): Promise<void> {
     if (this.#warmed) return
@@ -620,80 +597,6 @@ export class CompletionLog {
     )
     for (const row of rows.reverse()) {
       this.#recent.push({ seq: row.seq, promptLength: row.prompt_length ?? 0, agent: row.agent, api: row.api })
-    }
-    if (rows.length > 0) this.#readSnapshot()
-  }
-
-  /** The base snapshot, when there is one (`SNAPSHOT_HOPS`): one statement, bounded by one completion's size. */
-  #readSnapshot(): void {
-    const parts = this.#sql.all<{ seq: number; field: string; data: string | ArrayBuffer }>(
-      'SELECT seq, field, data FROM rg_base_snapshot ORDER BY field, part',
-    )
-    const first = parts[0]
-    if (first === undefined) return
-    this.#snapshotSeq = first.seq
-    if (this.#cache.has(first.seq)) return
-    const texts: Record<string, string> = { original: '', meta: '' }
-    const ids: ArrayBuffer[] = []
-    for (const part of parts) {
-      if (part.field === 'prompt') ids.push(part.data as ArrayBuffer)
-      else texts[part.field] += part.data as string
-    }
-    const meta = JSON.parse(texts.meta as string) as {
-      agent: string
-      api: string
-      depth: number
-      request: TextDelta
-      prompt_length: number
-    }
-    const prompt = new Uint32Array(meta.prompt_length)
-    let at = 0
-    for (const buffer of ids) {
-      const part = new Uint32Array(buffer)
-      prompt.set(part, at)
-      at += part.length
-    }
-    const originalText = texts.original as string
-    const requestText = applyTextDelta(originalText, meta.request)
-    this.#remember({
-      seq: first.seq,
-      agent: meta.agent,
-      api: meta.api,
-      depth: meta.depth,
-      hops: 0,
-      prompt,
-      promptText: null,
-      requestText,
-      originalText,
-      bytes: prompt.length * 4 + (requestText.length + originalText.length) * 2,
-    })
-  }
-
-  /**
-   * Replace the base snapshot with this completion (written with its record, in the same implicit
-   * transaction): its prompt ids, its original body, and its upstream body as a delta of that.
-   */
-  #writeSnapshot(
-    seq: number,
-    entry: { agent: string; api: string; depth: number },
-    prompt: Uint32Array,
-    originalText: string,
-    request: TextDelta,
-  ): void {
-    this.#sql.run('DELETE FROM rg_base_snapshot')
-    this.#snapshotSeq = seq
-    const insert = 'INSERT INTO rg_base_snapshot (seq, field, part, data) VALUES (?, ?, ?, ?)'
-    this.#sql.run(insert, seq, 'meta', 0, JSON.stringify({ ...entry, request, prompt_length: prompt.length }))
-    let part = 0
-    for (let start = 0; start < originalText.length || part === 0; part++) {
-      let end = Math.min(originalText.length, start + SNAPSHOT_TEXT_PART)
-      // A part never ends between the two halves of a surrogate pair (each part is stored as UTF-8 on its own).
-      if (end < originalText.length && isHighSurrogate(originalText.charCodeAt(end - 1))) end--
-      this.#sql.run(insert, seq, 'original', part, originalText.slice(start, end))
-      start = end
-    }
-    for (let part = 0; part * SNAPSHOT_IDS_PART < prompt.length; part++) {
-      this.#sql.run(insert, seq, 'prompt', part, prompt.slice(part * SNAPSHOT_IDS_PART, (part + 1) * SNAPSHOT_IDS_PART).buffer)
     }
   }
 
@@ -908,8 +811,7 @@ export class CompletionLog {
         base = inMemory
         break
       }
-      // The walk stops at the base snapshot (in memory): the batch does too.
-      const batch = this.#sql.all<ChainRow>(CHAIN_QUERY, parentSeq, CHAIN_BATCH, this.#snapshotSeq)
+      const batch = this.#sql.all<ChainRow>(CHAIN_QUERY, parentSeq, CHAIN_BATCH)
       if (batch.length === 0) throw new Error(`completion ${parentSeq} missing`)
       let stopped = false
       for (const ancestor of batch) {
@@ -927,7 +829,7 @@ export class CompletionLog {
     for (const level of rows) levels.push(await this.#chainLevel(level))
     const resolved = resolveChain(levels, base)
     // Levels a later wake reads back to rebuild this one: these, and the in-memory base's own.
-    return this.#remembered(row, resolved, base ? rows.length + base.hops : rows.length - 1)
+    return this.#remembered(row, resolved)
   }
 
   async #chainLevel(row: ChainRow): Promise<ChainLevel> {
@@ -949,9 +851,8 @@ export class CompletionLog {
     }
   }
 
-  #remembered(row: ChainRow, resolved: ChainBase, hops: number): Materialized {
+  #remembered(row: ChainRow, resolved: ChainBase): Materialized {
     const entry: Materialized = {
-      hops,
       seq: row.seq,
       agent: row.agent,
       api: row.api,
@@ -987,7 +888,7 @@ export class CompletionLog {
         ? applyTextDelta(base.requestText, requestDelta)
         : applyTextDelta(originalText, requestDelta)
     // Pre-v2 chains are at most 48 levels (read forwards): a bounded walk already.
-    return this.#remembered(row, { prompt, originalText, requestText }, 0)
+    return this.#remembered(row, { prompt, originalText, requestText })
   }
 
   async #toRecord(row: CompletionRow): Promise<CompletionRecord> {

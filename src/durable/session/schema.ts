@@ -61,16 +61,10 @@ export const MIGRATIONS: readonly string[] = [
   // the engine body renames a key in every assistant message, so it cannot share the harness body's text by
   // prefix and suffix alone. Rows without it (v1–v3) store the middle plain and are read as before.
   `ALTER TABLE rg_completions ADD COLUMN request_edits TEXT;`,
-  // v5: the base snapshot (\`CompletionLog\`, \`SNAPSHOT_HOPS\`): one recent completion's prompt and bodies in
-  // full, in parts, so the first record after a wake walks at most a few dozen rows of its chain back. A cache:
-  // sessions without it walk their chains as before and write one at their next long enough chain.
-  `CREATE TABLE IF NOT EXISTS rg_base_snapshot (
-     field TEXT NOT NULL,
-     part INTEGER NOT NULL,
-     seq INTEGER NOT NULL,
-     data,
-     PRIMARY KEY (field, part)
-   );`,
+  // v5: a base snapshot table (one recent completion stored whole, so a woken object walked fewer rows) was
+  // tried in development and dropped: it stored one more copy of the newest prompt and body (1.65x the token
+  // floor at 1,000 turns). A database that got it loses it here.
+  `DROP TABLE IF EXISTS rg_base_snapshot;`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length

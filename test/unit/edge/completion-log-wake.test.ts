@@ -2,9 +2,9 @@
  * The completion log after a wake (the Durable Object evicted, a new instance over the same SQLite; here a
  * new `CompletionLog` over the same node:sqlite database): what it stores must not depend on whether the
  * object was warm. The same sessions are recorded twice, once by one log (warm) and once with a new log
- * before every record (evicted between every two calls), and the stored rows (and the base snapshot) must be
- * equal byte for byte. Also: the first record after a wake reads a bounded part of its base's chain (the
- * base snapshot), not the whole chain.
+ * before every record (evicted between every two calls), and the stored rows must be equal byte for byte.
+ * Also: the first record after a wake rebuilds one candidate (its base's chain, read once, delta columns
+ * only), not every recent completion.
  */
 import { describe, expect, it } from 'vitest'
 import { MemoryBucket, nodeSql, nodeSqlExecutor } from '../../../scripts/lib/node-sqlite.ts'
@@ -37,10 +37,7 @@ function interleaved(turns: number): CompletionInput[] {
   return [...out, ...sub]
 }
 
-/**
- * Calls with a body over one snapshot part (512 Ki characters), an emoji's surrogate pair across the part
- * boundary: a part cut between the two halves would store a lone surrogate (replaced in UTF-8).
- */
+/** Calls with a body of more than 512 Ki characters, an emoji's surrogate pair at character 512 Ki. */
 function hugeBodies(turns: number): CompletionInput[] {
   const head = '{"model":"gpt-test","messages":[{"role":"user","content":"'
   const original = `${head}${'a'.repeat(512 * 1024 - head.length - 1)}\u{1F600}${'b'.repeat(1000)}"}]}`
@@ -49,8 +46,7 @@ function hugeBodies(turns: number): CompletionInput[] {
 }
 
 const SESSIONS: Record<string, () => CompletionInput[]> = {
-  'a body of more than one snapshot part, a surrogate pair across the cut': () => hugeBodies(70),
-  // Long enough to write the base snapshot twice (every 64 levels of a chain).
+  'a body of more than 512 Ki characters, a surrogate pair at 512 Ki': () => hugeBodies(70),
   'a growing conversation, ids as text': () => [...growingSessionInputs(150)].map(asText),
   'a growing conversation with large bodies': () => growingSession(70, 2000, 300, 200, 40),
   'a main agent and a sub-agent interleaved': () => interleaved(140),
@@ -70,14 +66,13 @@ async function recordAll(inputs: CompletionInput[], wakeEvery: number | null): P
   return sql
 }
 
-function stored(sql: Sql): { rows: unknown[]; snapshot: unknown[] } {
+function stored(sql: Sql): { rows: unknown[] } {
   const bytes = (row: Record<string, unknown>) =>
     Object.fromEntries(
       Object.entries(row).map(([key, value]) => [key, value instanceof ArrayBuffer ? Buffer.from(value).toString('hex') : value]),
     )
   return {
     rows: sql.all('SELECT * FROM rg_completions ORDER BY seq').map(bytes),
-    snapshot: sql.all('SELECT * FROM rg_base_snapshot ORDER BY field, part').map(bytes),
   }
 }
 
@@ -93,13 +88,12 @@ describe('completion log after a wake', () => {
         inputs.length / 2,
       )
       expect(woken.rows).toEqual(warm.rows)
-      expect(woken.snapshot).toEqual(warm.snapshot)
-      // Woken every 7 calls too (a snapshot written in one wake is read in the next).
+      // Woken every 7 calls too.
       expect(stored(await recordAll(inputs, 7))).toEqual(warm)
     })
   }
 
-  it('the first record after a wake reads its base back to the snapshot only (≤ 64 rows), one candidate', async () => {
+  it('the first record after a wake reads its base chain once (delta columns only), one candidate', async () => {
     const { db } = nodeSql()
     const executor = nodeSqlExecutor(db)
     const queries: string[] = []
@@ -124,9 +118,9 @@ describe('completion log after a wake', () => {
       .slice(before)
       .map((query, i) => (query.includes('WITH RECURSIVE') || query.includes('WHERE seq = ?') ? (rowsRead[before + i] as number) : 0))
       .reduce((sum, n) => sum + n, 0)
-    // The snapshot was written at level 256 (every 64): the newest (298) is read, then 42 levels back to it.
-    // (Without the snapshot: all 299 rows.)
-    expect(chainRows).toBe(43)
+    // The newest (298) is read, then its 298 ancestors once each: no other candidate is rebuilt.
+    expect(chainRows).toBe(299)
+    expect(queries.slice(before).some((query) => /\br\.\*|SELECT \*/.test(query) && query.includes('WITH RECURSIVE'))).toBe(false)
     expect(woken.lastPromptComparisons).toBe(1)
   })
 })
