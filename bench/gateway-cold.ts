@@ -10,7 +10,7 @@
  * `bench:gateway` session's), then `--rounds` rounds of: evict, one cold call, `--warm` warm calls.
  * Reported: the medians (and max) of the cold and the warm calls' `capture` phase (the edge's
  * `server-timing`: the record call to the session object, commit included) and of their whole latency;
- * and, of the filling calls, those that also rewrote the base snapshot (every 64th of a chain) against the rest.
+ * and the filling calls' capture (p50, p99).
  *
  * Last line: one JSON object.
  */
@@ -59,8 +59,6 @@ const percentile = (numbers: number[], p: number): number => {
   const sorted = [...numbers].sort((a, b) => a - b)
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number
 }
-/** The session object rewrites its base snapshot every this many levels of a chain (`SNAPSHOT_HOPS`). */
-const SNAPSHOT_EVERY = 64
 const phaseMs = (sample: Sample, phase: string): number => {
   const match = sample.serverTiming?.match(new RegExp(`${phase};dur=([\\d.]+)`))
   if (!match) throw new Error(`no ${phase} in server-timing: ${sample.serverTiming}`)
@@ -105,10 +103,7 @@ try {
       if (load.errors > 0) throw new Error(`${load.errors} of ${load.requests} calls failed`)
       return samples
     }
-    // Filling the session: every 64th call of a chain also rewrites the base snapshot (`SNAPSHOT_HOPS`).
     const fill = await calls(Number(values.depth))
-    const snapshotCalls = fill.filter((_, i) => i > 0 && i % SNAPSHOT_EVERY === 0)
-    const otherCalls = fill.filter((_, i) => i === 0 || i % SNAPSHOT_EVERY !== 0)
     const cold: Sample[] = []
     const warm: Sample[] = []
     for (let round = 0; round < Number(values.rounds) && Date.now() < deadline; round++) {
@@ -126,12 +121,11 @@ try {
         const at = warm.filter((_, i) => i % Number(values.warm) === place)
         return { place: place + 1, prepare_max_ms: r3(Math.max(...at.map((sample) => phaseMs(sample, 'prepare')))), ...summary(at) }
       }),
-      fill_snapshot_calls: summary(snapshotCalls),
-      fill_other_calls: {
-        ...summary(otherCalls),
+      fill_calls: {
+        ...summary(fill),
         capture_p99_ms: r3(
           percentile(
-            otherCalls.map((sample) => phaseMs(sample, 'capture')),
+            fill.map((sample) => phaseMs(sample, 'capture')),
             99,
           ),
         ),
