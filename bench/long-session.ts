@@ -65,6 +65,8 @@ const { values } = parseArgs({
     'keep-sqlite': { type: 'string' },
     /** Copy Miniflare's persistence directory to this path after the turns, before finalize (`bench/finalize-ab.ts` replays finalize on it). */
     'keep-persist': { type: 'string' },
+    /** Where Miniflare keeps the session's SQLite and R2 (e.g. `/dev/shm`: the disk's sync waits out of the figures). */
+    'persist-dir': { type: 'string', default: tmpdir() },
     /** Write a V8 CPU profile of workerd during the prefix_merging finalize to this file (DevTools inspector). */
     'profile-finalize': { type: 'string' },
     /** Write a V8 CPU profile of workerd during the last 20 turns to this file (edge and session object: one isolate). */
@@ -128,7 +130,7 @@ function parseTiming(header: string | null): Record<string, number> {
 }
 
 const engine = await startEngine({ seed: 3, policy: 'script', script, maxModelLen: 1_048_576 })
-const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-bench-long-'))
+const persistTo = mkdtempSync(join(values['persist-dir'] ?? tmpdir(), 'rollgate-bench-long-'))
 const edge = await startMiniflareEdge({
   persistTo,
   ...(values['edge-bundle'] ? { scriptPath: values['edge-bundle'] } : {}),
@@ -350,6 +352,7 @@ try {
     const figures = {
       session_id: session.session_id,
       session: STRIP_THINKING ? 'strip-thinking' : 'reasoning-replayed',
+      persist_dir: values['persist-dir'],
       turns: TURNS,
       result_tokens: RESULT_TOKENS,
       turns_seconds: round(turnsSeconds, 1),
