@@ -5,8 +5,10 @@
  *   its TaskResult and the task status route whole, with the traces the in-memory builder gives.
  * - For every builder (per_request, tolerant prefix_merging, Polar-strict) the streamed result is the
  *   one the in-memory path builds (`result()` over RPC, on a small session).
+ * - The task reads each session's result once when it completes, and writes its TaskResult (both keys)
+ *   from that one read: R2 reads and bytes written are counted.
  */
-import { env } from 'cloudflare:test'
+import { env, runInDurableObject } from 'cloudflare:test'
 import { describe, expect, it } from 'vitest'
 import type { CompletionRecord } from '../../src/contract/completion-record.ts'
 import type { SessionResult, TaskResult } from '../../src/contract/trajectory.ts'
@@ -16,6 +18,11 @@ import { reconstructTrajectory } from '../../src/reconstruct/index.ts'
 import { completionInput, growingSession } from '../support/records.ts'
 import type { CompletionInput } from '../../src/durable/session/record.ts'
 import { eventually, submit, TestRunner, taskBody, taskStatus } from './rollout-support.ts'
+import { taskRequestSchema } from '../../src/contract/rollout.ts'
+import type { MultipartUpload } from '../../src/durable/session/r2-part-writer.ts'
+import { Sql } from '../../src/durable/session/sql.ts'
+import { type BlobPort, TaskCoordinator, type TaskDeps } from '../../src/durable/task/task-coordinator.ts'
+import { TaskStore } from '../../src/durable/task/task-store.ts'
 
 type Session = SessionRolloutRpc & SessionRpc
 const RPC_LIMIT = 32 * 1024 * 1024
@@ -61,7 +68,8 @@ async function allRecords(stub: SessionRpc): Promise<CompletionRecord[]> {
 /**
  * 34 turns whose requests carry a ≈ 1 MB system message: each per_request trace holds it once, ≈ 34.2 MB in
  * all — 2 % over the 32 MiB limit, no more: every byte of it is built once and copied three times through R2
- * (the session's result, the task's run copy and its `task_result.json`), the work that bounds this test.
+ * (the session writes it; the task reads it once and writes its run copy and its `task_result.json` from
+ * that one read), the work that bounds this test.
  */
 function* heavyInputs(): Generator<CompletionInput> {
   const system = `You are an agent. ${'Follow the repository conventions carefully. '.repeat(22_300)}`
@@ -157,4 +165,85 @@ describe('rollout result hand-off through R2', () => {
       runner.close()
     }, 120_000)
   }
+
+  it('the task reads each session result once and writes each byte of its TaskResult once per key', async () => {
+    const taskId = 'r2-count'
+    // Two results whose TaskResult (≈ 9.4 MB) is past one 8 MiB part: the multipart path, to both keys.
+    const bodies = [0, 1].map((index) => `{"session_id":"s${index}","pad":"${String(index).repeat(4_700_000)}"}`)
+    const reads = new Map<string, number>()
+    const written = new Map<string, number>()
+    const wrote = (key: string, bytes: number) => written.set(key, (written.get(key) ?? 0) + bytes)
+    const blobs: BlobPort = {
+      async get(key) {
+        reads.set(key, (reads.get(key) ?? 0) + 1)
+        return env.BLOBS.get(key)
+      },
+      async put(key, value, options) {
+        wrote(key, typeof value === 'string' ? new TextEncoder().encode(value).byteLength : value.byteLength)
+        return env.BLOBS.put(key, value, options)
+      },
+      async createMultipartUpload(key, options) {
+        const upload = await env.BLOBS.createMultipartUpload(key, options)
+        const counted: MultipartUpload = {
+          uploadPart: (partNumber, value) => {
+            wrote(key, value.byteLength)
+            return upload.uploadPart(partNumber, value)
+          },
+          complete: (parts) => upload.complete(parts),
+          abort: () => upload.abort(),
+        }
+        return counted
+      },
+    }
+    const host = env.TASKS.get(env.TASKS.idFromName(`${taskId}-host`))
+    await runInDurableObject(host, async (_instance, state) => {
+      const store = new TaskStore(new Sql(state.storage.sql))
+      const deps: TaskDeps = {
+        store,
+        session: () => {
+          throw new Error('no session is called: the results are handed off')
+        },
+        hub: () => ({ enqueue: async () => {}, publish: async () => {}, taskState: async () => {} }),
+        blobs,
+        fetch: () => Promise.reject(new Error('no callback')),
+        callbackPolicy: { baseDelayMs: 1000, maxAttempts: 1 },
+        setAlarm: async () => {},
+        now: () => Date.now(),
+      }
+      const coordinator = new TaskCoordinator(deps)
+      const run = {
+        task_id: taskId,
+        run_id: 'run_count',
+        request: taskRequestSchema.parse(taskBody(taskId, { num_samples: 2 })),
+        status: 'running' as const,
+        submitted_at: new Date().toISOString(),
+        completed_at: null,
+        cancelled: false,
+        cancel_reason: null,
+        early_stopped: false,
+        public_url: 'http://127.0.0.1',
+        default_upstream: { url: 'http://127.0.0.1/v1', kind: 'openai' as const, served_model: null },
+        task_result_key: null,
+        next_poll_at: null,
+        next_sweep_at: null,
+      }
+      store.startRun(run, ['s0', 's1'], Date.now())
+      for (const [index, body] of bodies.entries()) {
+        const key = `rollout/task_${taskId}/ses_s${index}.json`
+        await env.BLOBS.put(key, body)
+        const stored = { session_id: `s${index}`, status: 'COMPLETED' as const, error: null, node_id: null, reward: null }
+        const outcome = await coordinator.sessionStored(run.run_id, { ...stored, trace_count: 0, key, bytes: body.length })
+        expect(outcome.accepted).toBe(true)
+      }
+      expect(store.run()?.status).toBe('completed')
+    })
+    const paths = [0, 1].map((index) => `rollout/task_${taskId}/ses_s${index}.json`)
+    const expected = `{"task_id":"${taskId}","status":"completed","results":[${bodies.join(',')}],"result_paths":${JSON.stringify(paths)}}`
+    const runKey = `rollout/task_${taskId}/run_run_count.json`
+    const latestKey = `rollout/task_${taskId}/task_result.json`
+    for (const key of [runKey, latestKey]) expect(await (await env.BLOBS.get(key))!.text()).toBe(expected)
+    // Read once each (a second pass for the second key, or a read-back copy, counts more).
+    expect(Object.fromEntries(reads)).toEqual(Object.fromEntries(paths.map((path) => [path, 1])))
+    expect(Object.fromEntries(written)).toEqual({ [runKey]: expected.length, [latestKey]: expected.length })
+  }, 60_000)
 })

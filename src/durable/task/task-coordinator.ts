@@ -26,6 +26,7 @@ import { afterAttempt, attemptCallback, type CallbackPolicy, callbackFailureLine
 import { runResultKey, sessionResultKey, taskResultKey } from './task-keys.ts'
 import type { TaskRun, TaskStore } from './task-store.ts'
 import { type PartBucket, writeChunks } from '../session/r2-part-writer.ts'
+import { fanOutBucket } from './fan-out-bucket.ts'
 import type { StoredResult } from '../session/result-stream.ts'
 
 /** Safety net: how often unresolved sessions are polled (Polar polls every 1–5 s; results normally arrive by hand-off). */
@@ -437,11 +438,15 @@ export class TaskCoordinator {
     const status: TaskStatusValue = run.cancelled ? 'failed' : taskStatusOf(store.sessions())
     const key = taskResultKey(run.task_id)
     const runKey = runResultKey(run.task_id, run.run_id)
-    // Streamed from the sessions' R2 objects into parts: the task never holds a result.
+    // Streamed from the sessions' R2 objects into parts: the task never holds a result. Each session's
+    // result is read once; every part goes to both objects (the run's and the task's latest).
     const paths = store.resultKeys()
-    for (const target of [runKey, key]) {
-      await writeChunks(this.#deps.blobs, target, taskResultChunks(this.#deps.blobs, run.task_id, status, paths), 'application/json')
-    }
+    await writeChunks(
+      fanOutBucket(this.#deps.blobs, [runKey, key]),
+      runKey,
+      taskResultChunks(this.#deps.blobs, run.task_id, status, paths),
+      'application/json',
+    )
     const now = this.#deps.now()
     const latest = store.run() ?? run
     if (latest.request.callback_url) {
