@@ -78,7 +78,8 @@ export function register(program: Command): void {
           nextSeq = replayed.seq + 1
           completionIds.set(record.completion_id, replayed.completion_id)
         }
-        diffs.push(diffRecords(record, replayed, response.ok ? undefined : `HTTP ${response.status}`))
+        const earlier = diffs.filter((diff) => !diff.response_equal).map((diff) => diff.seq)
+        diffs.push(diffRecords(record, replayed, response.ok ? undefined : `HTTP ${response.status}`, earlier))
       }
       const matched = diffs.filter((diff) => diff.prompt_equal && (!options.strict || diff.response_equal)).length
       const summary = {
@@ -97,7 +98,8 @@ export function register(program: Command): void {
             .map(
               (diff) =>
                 `  #${diff.seq} ${diff.api}: prompt ${diff.prompt_equal ? 'equal' : `differs at ${diff.prompt_divergence} (${diff.recorded_prompt_tokens} vs ${diff.replayed_prompt_tokens})`}, ` +
-                `response ${diff.response_equal ? 'equal' : `differs at ${diff.response_divergence}`}${diff.error ? ` [${diff.error}]` : ''}`,
+                `response ${diff.response_equal ? 'equal' : `differs at ${diff.response_divergence}`}${diff.error ? ` [${diff.error}]` : ''}` +
+                (diff.prompt_cause ? `\n    ${diff.prompt_cause}` : ''),
             ),
         ].join('\n'),
       )

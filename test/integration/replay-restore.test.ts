@@ -6,6 +6,8 @@
  * ids verbatim, the record carries `replay_restored`, the session is one trace, and the client saw exactly what
  * the engine answered (self-describing tool-call ids aside).
  */
+import { spawn } from 'node:child_process'
+import { join } from 'node:path'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Trajectory } from '../../src/contract/trajectory.ts'
@@ -51,6 +53,42 @@ async function trajectory(config?: Record<string, unknown>): Promise<Trajectory>
   return (await response.json()) as Trajectory
 }
 
+/** Drive the script through `client` as a harness does: answers re-sent verbatim, arguments re-serialized like qwen_code. */
+async function driveScript(openai: OpenAI, compactArguments = false): Promise<void> {
+  const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
+    { role: 'system', content: 'You are a coding agent.' },
+    { role: 'user', content: 'Fix the tests.' },
+  ]
+  for (let turn = 0; turn < SCRIPT.length; turn++) {
+    const answer = await openai.chat.completions.create({ model: 'm', messages, tools: TOOLS })
+    const message = answer.choices[0]!.message
+    const calls = message.tool_calls?.map((call) =>
+      compactArguments && call.type === 'function'
+        ? { ...call, function: { ...call.function, arguments: JSON.stringify(JSON.parse(call.function.arguments)) } }
+        : call,
+    )
+    messages.push({ ...message, ...(calls ? { tool_calls: calls } : {}) } as OpenAI.Chat.Completions.ChatCompletionMessageParam)
+    for (const call of message.tool_calls ?? []) messages.push({ role: 'tool', tool_call_id: call.id, content: 'ok' })
+  }
+}
+
+/** `rollgate replay` as a process against the stack's edge. */
+function rollgateReplay(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [join(import.meta.dirname, '../../cli/rollgate.ts'), 'replay', ...args], {
+    env: { ...process.env, ROLLGATE_EDGE_URL: stack.edge.url, ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString()
+  })
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString()
+  })
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })))
+}
+
 describe('replayed turns restored to their sampled form', () => {
   it('keeps a verbatim tool-using session one trace under the default exact preset', async () => {
     const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [
@@ -92,5 +130,27 @@ describe('replayed turns restored to their sampled form', () => {
     const merged = await trajectory()
     expect(merged.traces).toHaveLength(1)
     expect(merged.metadata.reconstruction_stats).toMatchObject({ turns_mergeable: 2, turns_continued: 2, mergeable_merged_ratio: 1 })
+  })
+
+  it('rollgate replay restores the same turns in the new session (tool-call ids mapped to its completions)', async () => {
+    const session = await stack.createSession({ task_id: 'replay-restore-cli' })
+    await driveScript(new OpenAI({ baseURL: session.base_urls.openai, apiKey: session.token, maxRetries: 0 }), true)
+    const recorded = await stack.completions(session.session_id)
+    const restoredIn = (record: (typeof recorded)[0]) =>
+      (record as unknown as { warnings: { code: string; message: string }[] }).warnings.find((w) => w.code === 'replay_restored')?.message
+    expect(restoredIn(recorded[1]!)).toMatch(/message 2 \(cmpl_\w+\): arguments, content_separator$/)
+
+    const replay = await rollgateReplay([session.session_id, '--strict', '--json'])
+    expect(replay.stderr).toBe('')
+    const summary = JSON.parse(replay.stdout) as { replay_session: string; prompts_equal: number; diffs: { prompt_cause?: string }[] }
+    // The recorded requests name the recorded session's completions; replayed with those ids the edge found no
+    // sampled turn, left `content\n` + compact arguments as sent, and calls #1 and #2 differed.
+    expect(summary.diffs.map((diff) => diff.prompt_cause ?? null)).toEqual([null, null, null])
+    expect(summary).toMatchObject({ calls: 3, prompts_equal: 3, responses_equal: 3 })
+    expect(replay.code).toBe(0)
+    const replayed = await stack.completions(summary.replay_session)
+    expect(replayed.map((record) => restoredIn(record)?.replace(/\(cmpl_\w+\)/g, ''))).toEqual(
+      recorded.map((record) => restoredIn(record)?.replace(/\(cmpl_\w+\)/g, '')),
+    )
   })
 })
