@@ -13,6 +13,7 @@
  */
 import type { EdgeBodyFrame } from '../src/contract/tunnel-frames.ts'
 import { type EdgeMessage, RUNNER_PROTOCOL_VERSION, type RunnerCapacity, type RunnerMessageInput } from '../src/contract/runner-protocol.ts'
+import { discoverServedModel, type ServedModel } from '../src/normalize/engine/served-model.ts'
 import { EdgeConnection } from './connection/edge-connection.ts'
 import { SecretStore } from './connection/secret-store.ts'
 import { negotiatedFeatures, TUNNEL_CLIENT_CAPABILITIES, TunnelClient, type TunnelFeatures } from './connection/tunnel-client.ts'
@@ -28,6 +29,8 @@ export interface RunnerAgentOptions {
   /** Served model; discovered from the engine's `/v1/models` when null and an upstream is set. */
   servedModel: string | null
   upstreamKind?: 'vllm' | 'sglang' | 'openai'
+  /** The engine's context window; discovered with the model when null (reported at register). */
+  maxModelLen?: number | null
   capacity: Required<RunnerCapacity>
   handlers: StageHandlers<SessionJob, unknown>
   labels?: Record<string, string>
@@ -54,12 +57,14 @@ export class RunnerAgent {
   #drainedByEdge = false
   #stopped = false
   #model: string | null
+  #window: number | null
   readonly startedAt = Date.now()
   readonly recent: { at: number; sessionId: string; status: string; reward: number | null }[] = []
 
   constructor(options: RunnerAgentOptions) {
     this.options = options
     this.#model = options.servedModel
+    this.#window = options.maxModelLen ?? null
     this.pipeline = new StagePipeline<SessionJob, unknown>({
       maxInit: options.capacity.max_init_workers,
       maxRun: options.capacity.max_run_workers,
@@ -120,7 +125,8 @@ export class RunnerAgent {
   }
 
   async start(): Promise<void> {
-    if (this.options.upstreamUrl && !this.#model) this.#model = await discoverModel(this.options.upstreamUrl, this.options.log)
+    if (this.options.upstreamUrl && (!this.#model || this.#window === null))
+      await this.#discover(this.options.upstreamUrl, this.options.log)
     this.connection.start()
     if (this.options.upstreamUrl && !this.#model) void this.#awaitModel(this.options.upstreamUrl)
   }
@@ -134,11 +140,17 @@ export class RunnerAgent {
     while (!this.#stopped && !this.#model) {
       await new Promise((resolve) => setTimeout(resolve, everyMs).unref())
       if (this.#stopped) return
-      this.#model = await discoverModel(upstreamUrl, () => {})
+      await this.#discover(upstreamUrl, () => {})
     }
     if (!this.#model || this.#stopped) return
-    this.options.log('upstream.discovered', { url: upstreamUrl, model: this.#model })
+    this.options.log('upstream.discovered', { url: upstreamUrl, model: this.#model, max_model_len: this.#window })
     if (this.connection.registered) this.connection.send(this.#registerFrame())
+  }
+
+  async #discover(upstreamUrl: string, log: RunnerAgentOptions['log']): Promise<void> {
+    const served = await discoverEngine(upstreamUrl, log)
+    this.#model ??= served.id
+    this.#window ??= served.maxModelLen
   }
 
   /** Resolves once registered with the edge. */
@@ -184,7 +196,14 @@ export class RunnerAgent {
       protocol_version: RUNNER_PROTOCOL_VERSION,
       runner_id: this.options.runnerId,
       capacity: this.options.capacity,
-      upstream: this.options.upstreamUrl && this.#model ? { model: this.#model, kind: this.options.upstreamKind ?? 'vllm' } : null,
+      upstream:
+        this.options.upstreamUrl && this.#model
+          ? {
+              model: this.#model,
+              kind: this.options.upstreamKind ?? 'vllm',
+              ...(this.#window !== null ? { max_model_len: this.#window } : {}),
+            }
+          : null,
       sessions: this.held(),
       labels: this.options.labels ?? {},
       ...(this.options.evaluators ? { evaluators: this.options.evaluators } : {}),
@@ -320,16 +339,15 @@ export class RunnerAgent {
   }
 }
 
-/** The engine's served model (`GET /v1/models`, first id); null when it cannot be read. */
-export async function discoverModel(upstreamUrl: string, log: RunnerAgentOptions['log']): Promise<string | null> {
-  try {
-    const response = await fetch(`${upstreamUrl.replace(/\/$/, '')}/v1/models`, { signal: AbortSignal.timeout(10_000) })
-    const body = (await response.json()) as { data?: { id?: string }[] }
-    const id = body.data?.[0]?.id ?? null
-    if (!id) log('upstream.no_model', { url: upstreamUrl, status: response.status })
-    return id
-  } catch (error) {
-    log('upstream.unreachable', { url: upstreamUrl, error: (error as Error).message })
-    return null
-  }
+/**
+ * The engine's served model and context window (`GET /v1/models`, first model; the module the edge uses
+ * too); nulls when it cannot be read (logged: without a window the edge cannot lower output budgets).
+ */
+export async function discoverEngine(upstreamUrl: string, log: RunnerAgentOptions['log']): Promise<ServedModel> {
+  const served = await discoverServedModel(upstreamUrl, {
+    timeoutMs: 10_000,
+    onFailure: (reason) => log('upstream.unreachable', { url: upstreamUrl, error: reason }),
+  })
+  if (served.id !== null && served.maxModelLen === null) log('upstream.no_window', { url: upstreamUrl, model: served.id })
+  return served
 }

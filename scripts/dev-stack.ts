@@ -13,8 +13,8 @@ The stand-in engine and the edge (wrangler dev, local persistence) together unti
 variable of the environment is passed to the edge; the admin token is dev-admin-token unless
 ROLLGATE_ADMIN_TOKEN is set. --policy picks the engine's stand-in policy (scripted | script | drift | solver |
 solver-subagent; \`solver\` solves tasks/fix-stats through a harness's tools, as in \`npm run demo\`).
---max-model-len is the engine's context window: 262144 by default, as in the demo, because a harness such as
-qwen_code asks for 32768 output tokens and a rollout session does not clamp that to a smaller window yet.`
+--max-model-len is the engine's context window: 262144 by default, as in the demo; with a smaller one, output
+budgets that do not fit (qwen_code asks for 32768 tokens) are lowered to it.`
 
 const values = scriptArgs(USAGE, {
   port: { type: 'string', default: '8787' },

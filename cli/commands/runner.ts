@@ -9,7 +9,7 @@
 import { hostname } from 'node:os'
 import { isAbsolute, join, resolve } from 'node:path'
 import { type Command, InvalidArgumentError, Option } from 'commander'
-import { discoverModel, RunnerAgent } from '../../runner/agent.ts'
+import { discoverEngine, RunnerAgent } from '../../runner/agent.ts'
 import { defaultStateDir } from '../../runner/connection/secret-store.ts'
 import { defaultSessionDeps, runnerEvaluators } from '../../runner/session/default-deps.ts'
 import { SessionFlow, type SessionJob } from '../../runner/session/session-flow.ts'
@@ -139,7 +139,8 @@ export async function runRunner(options: RunnerCommandOptions, handlers?: StageH
   }
   const workRoot = options.workDir ?? join(options.stateDir, 'sessions')
   const edgeUrl = options.edge.replace(/\/$/, '')
-  const model = options.servedModel ?? (upstream ? await discoverModel(upstream, log) : null)
+  const engine = upstream ? await discoverEngine(upstream, log) : { id: null, maxModelLen: null }
+  const model = options.servedModel ?? engine.id
   const flow = new SessionFlow(
     defaultSessionDeps({
       workRoot,
@@ -158,6 +159,7 @@ export async function runRunner(options: RunnerCommandOptions, handlers?: StageH
     stateDir: options.stateDir,
     upstreamUrl: upstream,
     servedModel: model,
+    maxModelLen: engine.maxModelLen,
     upstreamKind: options.upstreamKind,
     capacity,
     handlers:

@@ -174,6 +174,8 @@ export const taskUpstreamSchema = z.object({
   url: upstreamUrlSchema.optional(),
   kind: upstreamKindSchema.optional(),
   served_model: z.string().min(1).nullable().optional(),
+  /** The direct engine's context window; omitted: read from its `GET /v1/models` at dispatch (as `POST /v1/sessions`). */
+  max_model_len: z.number().int().positive().optional(),
 })
 export type TaskUpstream = z.infer<typeof taskUpstreamSchema>
 
@@ -335,7 +337,7 @@ export const runnerInfoSchema = z.object({
   connected: z.boolean(),
   heartbeat_interval_seconds: z.number(),
   last_heartbeat: z.string().nullable(),
-  upstream: z.object({ model: z.string(), kind: upstreamKindSchema }).nullable(),
+  upstream: z.object({ model: z.string(), kind: upstreamKindSchema, max_model_len: z.number().int().positive().optional() }).nullable(),
   /** Runner-side evaluators the runner reported at register; null when it did not say. */
   evaluators: z.array(z.string()).nullable(),
   sessions: z.number().int(),

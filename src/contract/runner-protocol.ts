@@ -159,9 +159,13 @@ export const runnerMessageSchema = z.discriminatedUnion('type', [
     protocol_version: z.number().int(),
     runner_id: z.string().min(1).max(128),
     capacity: runnerCapacitySchema,
-    /** The model this runner's local engine serves; null when it has none (direct upstreams only). */
+    /**
+     * The model this runner's local engine serves; null when it has none (direct upstreams only).
+     * `max_model_len`: the engine's context window (its `/v1/models`), so the edge lowers output budgets
+     * that do not fit; omitted (older runners, engines that do not say): budgets pass unchanged.
+     */
     upstream: z
-      .object({ model: z.string().min(1), kind: upstreamKindSchema.default('vllm') })
+      .object({ model: z.string().min(1), kind: upstreamKindSchema.default('vllm'), max_model_len: z.number().int().positive().optional() })
       .nullable()
       .default(null),
     /** Sessions still held after a reconnect, with their status (so none is re-dispatched or lost). */

@@ -75,7 +75,7 @@ export const OCCUPYING: readonly HubSessionState[] = ['assigned', 'acked', 'INIT
 export interface RunnerRow {
   runner_id: string
   capacity: Required<RunnerCapacity>
-  upstream: { model: string; kind: NonNullable<TaskUpstream['kind']> } | null
+  upstream: { model: string; kind: NonNullable<TaskUpstream['kind']>; max_model_len?: number } | null
   metrics: StageMetrics
   labels: Record<string, string>
   /** Runner-side evaluator strategies it reported at register; null when it did not say. */

@@ -59,6 +59,8 @@ export interface LifecycleSpec {
 export interface RunnerUpstream {
   model: string
   kind: UpstreamKind
+  /** The runner's engine's context window, when it reported one. */
+  max_model_len?: number
 }
 
 /** The agent outcome as recorded in `trajectory.metadata.agent_result` (Polar [later]). */

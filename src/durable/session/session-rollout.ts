@@ -45,7 +45,7 @@ export type Admission =
   | { ok: true; managed: false }
   | ({ ok: true; managed: true; ticket: string; policy_version: PolicyVersion } & (
       | { route: 'direct' }
-      | { route: 'runner'; runner_id: string; upstream: { model: string; kind: UpstreamKind } }
+      | { route: 'runner'; runner_id: string; upstream: { model: string; kind: UpstreamKind; max_model_len?: number } }
     ))
   | { ok: false; status: string; paused: boolean }
 

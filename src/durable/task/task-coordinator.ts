@@ -19,6 +19,7 @@ import {
 } from '../../contract/rollout.ts'
 import type { SessionResult, TaskStatusValue } from '../../contract/trajectory.ts'
 import { taskStatusOf, toSessionResult } from '../../reconstruct/index.ts'
+import { discoverServedModel } from '../../normalize/engine/served-model.ts'
 import type { DispatchTicket } from '../runner/dispatch-types.ts'
 import type { SessionConfig } from '../session/record.ts'
 import type { LifecycleOutcome, LifecycleSpec, LifecycleState } from '../session/session-lifecycle.ts'
@@ -36,6 +37,8 @@ export const CANCEL_SWEEP_INTERVAL_MS = 5_000
 /** Registration / queueing fan-out per round. */
 const DISPATCH_CONCURRENCY = 16
 const CANCEL_CONCURRENCY = 16
+/** How long dispatch waits for a direct upstream's `/v1/models` (as `POST /v1/sessions` does). */
+const MODEL_DISCOVERY_TIMEOUT_MS = 2_000
 
 export interface SubmitContext {
   public_url: string
@@ -289,14 +292,21 @@ export class TaskCoordinator {
       kind: request.upstream?.kind ?? context.upstream.kind,
       served_model: request.upstream?.served_model === undefined ? context.upstream.served_model : request.upstream.served_model,
     }
+    const pending = store.undispatched()
+    if (!pending.length) return
+    const engine = await this.#directEngine(
+      route,
+      { ...upstream, served_model: upstream.served_model ?? null },
+      { maxModelLen: request.upstream?.max_model_len ?? null, servedModel: request.upstream?.served_model !== undefined },
+    )
     const agentTimeout = agentTimeoutSeconds(request)
     const policyVersion = request.metadata.policy_version
-    await eachLimited(store.undispatched(), DISPATCH_CONCURRENCY, async ({ session_id, index }) => {
+    await eachLimited(pending, DISPATCH_CONCURRENCY, async ({ session_id, index }) => {
       const config: SessionConfig = {
         session_id,
         task_id: run.task_id,
         created_at: new Date(this.#deps.now()).toISOString(),
-        upstream: { ...upstream, served_model: upstream.served_model ?? null },
+        upstream: { ...upstream, served_model: engine.servedModel, max_model_len: engine.maxModelLen },
         policy_version: typeof policyVersion === 'string' || typeof policyVersion === 'number' ? policyVersion : null,
         metadata: request.metadata,
       }
@@ -338,6 +348,28 @@ export class TaskCoordinator {
       })
       store.markDispatched(session_id, this.#deps.now())
     })
+  }
+
+  /**
+   * What a direct upstream serves, as `POST /v1/sessions` learns it: the context window — the task's own
+   * `upstream.max_model_len`, else the engine's `GET /v1/models` (cached per upstream), else null: output
+   * budgets then pass unchanged (logged) — and the served model when neither the task nor the edge names
+   * one. Tunnelled calls use what their runner reported at register.
+   */
+  async #directEngine(
+    route: string,
+    upstream: { url: string; kind: UpstreamKind; served_model: string | null },
+    given: { maxModelLen: number | null; servedModel: boolean },
+  ): Promise<{ servedModel: string | null; maxModelLen: number | null }> {
+    const known = { servedModel: upstream.served_model, maxModelLen: given.maxModelLen }
+    const wantModel = upstream.served_model === null && !given.servedModel
+    if (route === 'runner' || upstream.kind === 'openai' || (!wantModel && known.maxModelLen !== null)) return known
+    const served = await discoverServedModel(upstream.url, {
+      timeoutMs: MODEL_DISCOVERY_TIMEOUT_MS,
+      fetch: this.#deps.fetch,
+      onFailure: (reason) => logError('task.window_unknown', `${reason}: the window is unknown, output budgets are not lowered`),
+    })
+    return { servedModel: wantModel ? served.id : upstream.served_model, maxModelLen: known.maxModelLen ?? served.maxModelLen }
   }
 
   /** Safety net: ask every unresolved session for its state; take terminal results directly. */

@@ -35,6 +35,14 @@ export interface CallTarget {
 
 const ENDED = ['COMPLETED', 'ERROR', 'TIMEOUT']
 
+/** A tunnelled call's upstream: the runner's engine, with the window the runner reported (budgets are lowered to it). */
+function runnerUpstream(
+  runnerId: string,
+  upstream: { model: string; kind: UpstreamConfig['kind']; max_model_len?: number },
+): UpstreamConfig {
+  return { url: `runner://${runnerId}`, kind: upstream.kind, served_model: upstream.model, max_model_len: upstream.max_model_len ?? null }
+}
+
 /** Why a rollout session refuses a call: paused (503), ended — its token is revoked (401) — or not RUNNING (403). */
 export function admissionRefusal(admission: Extract<Admission, { ok: false }>): GatewayError {
   if (admission.paused) return new GatewayError(503, 'overloaded', 'inference is paused (weight update); retry later')
@@ -61,7 +69,7 @@ export async function resolveLookupTarget(
   if (!admission.ok) throw admissionRefusal(admission)
   if (admission.managed && admission.route === 'runner') {
     return {
-      upstream: { url: `runner://${admission.runner_id}`, kind: admission.upstream.kind, served_model: admission.upstream.model },
+      upstream: runnerUpstream(admission.runner_id, admission.upstream),
       route: `runner:${admission.runner_id}`,
       fetch: runnerTunnelFetch(env, admission.runner_id, config.upstreamTimeoutMs),
     }
@@ -81,7 +89,7 @@ export async function resolveCallTarget(env: Env, config: EdgeConfig, access: Se
   const gated = { ticket: admission.ticket, policyVersion: admission.policy_version }
   if (admission.route === 'runner') {
     return {
-      upstream: { url: `runner://${admission.runner_id}`, kind: admission.upstream.kind, served_model: admission.upstream.model },
+      upstream: runnerUpstream(admission.runner_id, admission.upstream),
       route: `runner:${admission.runner_id}`,
       fetch: runnerTunnelFetch(env, admission.runner_id, config.upstreamTimeoutMs),
       ...gated,

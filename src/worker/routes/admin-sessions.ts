@@ -9,7 +9,9 @@ import { upstreamKindSchema } from '../../contract/completion-record.ts'
 import { type BuilderName, builderNameSchema } from '../../contract/trajectory.ts'
 import { toPolarCompletionRecord } from '../../reconstruct/index.ts'
 import type { SessionConfig } from '../../durable/session/record.ts'
+import { logError } from '../../contract/log.ts'
 import { parseOrThrow } from '../../normalize/zod-issues.ts'
+import { discoverServedModel } from '../../normalize/engine/served-model.ts'
 import { createSessionToken } from '../../contract/session-token.ts'
 import { edgeConfig } from '../config.ts'
 import { GatewayError } from '../errors.ts'
@@ -58,24 +60,6 @@ function newSessionId(): string {
   return `ses_${hex}`
 }
 
-/** The engine's first served model (`GET /v1/models`), or null when it does not say in time. */
-async function discoverServedModel(upstreamUrl: string): Promise<{ id: string | null; maxModelLen: number | null }> {
-  try {
-    const response = await fetch(`${upstreamUrl.replace(/\/v1$/, '')}/v1/models`, {
-      signal: AbortSignal.timeout(MODEL_DISCOVERY_TIMEOUT_MS),
-    })
-    if (!response.ok) return { id: null, maxModelLen: null }
-    const body = (await response.json()) as { data?: { id?: unknown; max_model_len?: unknown }[] }
-    const model = body.data?.[0]
-    const id = typeof model?.id === 'string' && model.id ? model.id : null
-    const maxModelLen =
-      Number.isInteger(model?.max_model_len) && (model?.max_model_len as number) > 0 ? (model?.max_model_len as number) : null
-    return { id, maxModelLen }
-  } catch {
-    return { id: null, maxModelLen: null }
-  }
-}
-
 export const adminSessions = new Hono<{ Bindings: Env }>()
 
 adminSessions.use('*', requireAdmin)
@@ -93,7 +77,10 @@ adminSessions.post('/', async (c) => {
   // engine's window lets the edge clamp output budgets harnesses over-ask for.
   const discoverModel = servedModel === null && body.upstream?.served_model === undefined
   if (upstreamKind !== 'openai' && (discoverModel || maxModelLen === null)) {
-    const discovered = await discoverServedModel(upstreamUrl)
+    const discovered = await discoverServedModel(upstreamUrl, {
+      timeoutMs: MODEL_DISCOVERY_TIMEOUT_MS,
+      onFailure: (reason) => logError('session.window_unknown', `${reason}: the window is unknown, output budgets are not lowered`),
+    })
     if (discoverModel) servedModel = discovered.id
     maxModelLen ??= discovered.maxModelLen
   }
