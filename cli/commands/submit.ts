@@ -4,8 +4,8 @@
  * it with live progress until every session resolved. Exit 0 when the task completed with at least one
  * usable session, 1 otherwise (`--no-wait` returns right after the submit).
  */
-import { readFileSync } from 'node:fs'
-import { dirname, resolve } from 'node:path'
+import { existsSync, readFileSync, statSync } from 'node:fs'
+import { dirname, join, resolve } from 'node:path'
 import { type Command, Option } from 'commander'
 import type { TaskRequestInput, TaskSubmitResponse } from '../../src/contract/rollout.ts'
 import type { SessionResult } from '../../src/contract/trajectory.ts'
@@ -40,6 +40,12 @@ export function timeoutMs(timeout: string | undefined): number | undefined {
 export function taskFromInputs(file: string | undefined, options: SubmitOptions): TaskRequestInput {
   let task: Record<string, unknown> = {}
   if (file) {
+    // A task folder (`tasks/fix-stats`) means its `task.json`.
+    if (file !== '-' && existsSync(file) && statSync(file).isDirectory()) {
+      if (!existsSync(join(file, 'task.json'))) throw new UsageError(`${file} is a folder without a task.json`)
+      file = join(file, 'task.json')
+    }
+    if (file !== '-' && !existsSync(file)) throw new UsageError(`${file}: no such task file`)
     const text = file === '-' ? readFileSync(0, 'utf8') : readFileSync(file, 'utf8')
     try {
       task = JSON.parse(text) as Record<string, unknown>
@@ -90,7 +96,7 @@ export function register(program: Command): void {
     program
       .command('submit')
       .description('submit a TaskRequest and follow it until done')
-      .argument('[file]', 'TaskRequest JSON file (- for stdin)')
+      .argument('[file]', 'TaskRequest JSON file, or a task folder holding task.json (- for stdin)')
       .option('--task-id <id>', 'task id (default: generated)')
       .option('--instruction <text>', 'instruction (overrides the file)')
       .option('--harness <name>', 'agent harness (codex, claude_code, gemini_cli, qwen_code, opencode, pi, shell)')

@@ -89,6 +89,10 @@ describe('rollgate submit', () => {
     expect((taskFromInputs(file, { ...base, samples: '1' }) as unknown as { num_samples: number }).num_samples).toBe(1)
     const flagsOnly = taskFromInputs(undefined, { ...base, instruction: 'x', harness: 'pi' }) as unknown as { num_samples: number }
     expect(flagsOnly.num_samples).toBe(1)
+    // A task folder means its task.json (was an EISDIR stack trace); a folder without one or a missing file: usage errors.
+    expect(taskFromInputs(join(ROOT, 'tasks/fix-stats'), base)).toEqual(fromFile)
+    expect(() => taskFromInputs(join(ROOT, 'tasks'), base)).toThrow(/tasks is a folder without a task\.json$/)
+    expect(() => taskFromInputs(join(ROOT, 'tasks/nope.json'), base)).toThrow(/nope\.json: no such task file$/)
   })
 
   it('reads pause --timeout as the edge does: seconds in [0, 3600], else a usage error before any call', () => {
