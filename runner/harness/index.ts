@@ -3,6 +3,7 @@
  * The harness registry under Polar's names (`AgentSpec.harness`): codex, claude_code, gemini_cli,
  * qwen_code, opencode, pi, shell. Used by the runner and by `scripts/record-harness-fixtures.ts`.
  */
+import type { HarnessName } from '../../src/contract/harness-names.ts'
 import { claudeCode } from './claude-code.ts'
 import { codex } from './codex.ts'
 import { HarnessConfigError } from './common.ts'
@@ -13,7 +14,8 @@ import { pi } from './pi.ts'
 import { qwenCode } from './qwen-code.ts'
 import { shell } from './shell.ts'
 
-export const HARNESSES: Readonly<Record<string, Harness>> = Object.freeze({
+/** Every name of `HARNESS_NAMES` (the edge's submit check) and no other: `satisfies` makes the compiler check it. */
+const REGISTRY = {
   codex,
   claude_code: claudeCode,
   gemini_cli: geminiCli,
@@ -21,7 +23,9 @@ export const HARNESSES: Readonly<Record<string, Harness>> = Object.freeze({
   opencode,
   pi,
   shell,
-})
+} satisfies Record<HarnessName, Harness>
+
+export const HARNESSES: Readonly<Record<string, Harness>> = Object.freeze(REGISTRY)
 
 /** The demo's default: a single JS bundle with no dependencies (installs in seconds), a devDependency. */
 export const DEFAULT_HARNESS = 'qwen_code'

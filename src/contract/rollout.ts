@@ -11,6 +11,7 @@
 import { z } from 'zod'
 import { upstreamKindSchema } from './completion-record.ts'
 import { upstreamUrlSchema } from './upstream-url.ts'
+import { HARNESS_NAMES, isHarnessName } from './harness-names.ts'
 import { builderNameSchema, sessionResultSchema, sessionStatusSchema, taskStatusSchema } from './trajectory.ts'
 
 const metadataSchema = z.record(z.string(), z.unknown())
@@ -214,6 +215,14 @@ export const taskRequestSchema = z
     training_filter: z.enum(['none', 'mask_noncompleted']).default('none'),
   })
   .superRefine((task, ctx) => {
+    // Checked here (submit), not in `agentSpecSchema`: a runner still parses assignments naming a harness it lacks.
+    if (task.agent.harness !== null && !isHarnessName(task.agent.harness)) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['agent', 'harness'],
+        message: `unknown harness ${JSON.stringify(task.agent.harness)} (known: ${HARNESS_NAMES.join(', ')})`,
+      })
+    }
     if (task.early_stop_min_usable_sessions !== null && task.early_stop_min_usable_sessions > task.num_samples) {
       ctx.addIssue({
         code: 'custom',

@@ -118,6 +118,14 @@ describe('task submission', () => {
       message: expect.stringContaining('unknown evaluator "magic"'),
     })
     expect((await SELF.fetch(`${EDGE}/rollout/task/bad-9`, { headers: ADMIN })).status).toBe(404)
+    // The harness name too (the runner's registry, src/contract/harness-names.ts), instead of an INIT failure.
+    const noHarness = await submit(taskBody('bad-11', { agent: { harness: 'nosuch' } }))
+    expect(noHarness.status).toBe(400)
+    expect(await errorOf(noHarness)).toMatchObject({
+      param: 'agent.harness',
+      message: expect.stringContaining('unknown harness "nosuch" (known: codex, claude_code, gemini_cli, qwen_code, opencode, pi, shell)'),
+    })
+    expect((await SELF.fetch(`${EDGE}/rollout/task/bad-11`, { headers: ADMIN })).status).toBe(404)
     // Polar's keys that do not apply are accepted and reported.
     const polar = await submit(
       taskBody('polar-keys-1', { builder: { strategy: 'prefix_merging', config: { tokenizer_name_or_path: 'Qwen/Qwen3-8B' } } }),
