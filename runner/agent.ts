@@ -14,7 +14,7 @@
 import type { EdgeBodyFrame } from '../src/contract/tunnel-frames.ts'
 import { type EdgeMessage, RUNNER_PROTOCOL_VERSION, type RunnerCapacity, type RunnerMessageInput } from '../src/contract/runner-protocol.ts'
 import { discoverServedModel, type ServedModel } from '../src/normalize/engine/served-model.ts'
-import { EdgeConnection } from './connection/edge-connection.ts'
+import { type ConnectRefusedError, EdgeConnection } from './connection/edge-connection.ts'
 import { SecretStore } from './connection/secret-store.ts'
 import { negotiatedFeatures, TUNNEL_CLIENT_CAPABILITIES, TunnelClient, type TunnelFeatures } from './connection/tunnel-client.ts'
 import { type Outcome, type StageHandlers, StagePipeline } from './pools/pipeline.ts'
@@ -57,6 +57,11 @@ export class RunnerAgent {
   #drainedByEdge = false
   #stopped = false
   #model: string | null
+  #resolveRefused: (error: ConnectRefusedError) => void = () => {}
+  /** Settles when the edge refused the runner's credentials (401/403 at connect) and the agent has stopped. */
+  readonly refused: Promise<ConnectRefusedError> = new Promise((resolve) => {
+    this.#resolveRefused = resolve
+  })
   #window: number | null
   readonly startedAt = Date.now()
   readonly recent: { at: number; sessionId: string; status: string; reward: number | null }[] = []
@@ -87,6 +92,9 @@ export class RunnerAgent {
       onDisconnected: (reason) => {
         this.#tunnelFeatures = null
         this.tunnel.abortAll(`edge link closed (${reason})`)
+      },
+      onRefused: (error) => {
+        void this.cancel(`edge refused the runner: ${error.message}`).then(() => this.#resolveRefused(error))
       },
       log: options.log,
       ...(options.backoff ? { backoff: options.backoff } : {}),

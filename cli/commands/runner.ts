@@ -207,7 +207,14 @@ export async function runRunner(options: RunnerCommandOptions, handlers?: StageH
     process.on('SIGTERM', onSignal)
     process.on('SIGINT', onSignal)
   })
-  const code = await finished
+  // A wrong runner token never gets better by retrying (network errors are retried forever).
+  const refused = agent.refused.then((error) => {
+    process.stderr.write(
+      `rollgate runner: the edge refused this runner (${error.message}); check --token / ROLLGATE_RUNNER_TOKEN against the edge's ROLLGATE_RUNNER_TOKEN\n`,
+    )
+    return 3
+  })
+  const code = await Promise.race([finished, refused])
   reporter.stop()
   await status.close()
   return code

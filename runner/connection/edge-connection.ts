@@ -63,6 +63,29 @@ export function sendTunnelFrame(ws: WebSocket, frame: RunnerBodyFrame, rest: rea
 /** Bytes queued in the socket above which senders wait (tunnel responses). */
 export const HIGH_WATER_BYTES = 4 * 1024 * 1024
 
+/**
+ * The edge refused this runner's credentials at connect (401/403 for the runner token, or a proxy's 403):
+ * retrying with the same token cannot help, so the connection stops. A rejected per-runner secret is not
+ * one: it is retried, because an admin's `DELETE /rollout/runners/<id>/credential` lets the next try enrol.
+ */
+export class ConnectRefusedError extends Error {
+  readonly status: number
+  constructor(status: number, message: string) {
+    super(message)
+    this.name = 'ConnectRefusedError'
+    this.status = status
+  }
+}
+
+/** A 401 from the runner's own link object (its per-runner secret was wrong), not from the token check. */
+function secretRefusal(body: string): boolean {
+  try {
+    return (JSON.parse(body) as { error?: { type?: unknown } }).error?.type === 'runner_hub_error'
+  } catch {
+    return false
+  }
+}
+
 export interface EdgeConnectionOptions {
   edgeUrl: string
   token: string
@@ -76,6 +99,8 @@ export interface EdgeConnectionOptions {
   /** After `registered` was processed (keep/drop applied by onMessage first). */
   onRegistered?(): void
   onDisconnected?(reason: string): void
+  /** The edge refused the credentials (`ConnectRefusedError`): the connection has stopped for good. */
+  onRefused?(error: ConnectRefusedError): void
   log(event: string, fields?: Record<string, unknown>): void
   backoff?: { baseMs: number; maxMs: number }
 }
@@ -206,6 +231,12 @@ export class EdgeConnection {
         this.#attempt = 0
       } catch (error) {
         this.stats.failedConnects++
+        if (error instanceof ConnectRefusedError) {
+          this.#closing = true
+          this.options.log('edge.refused', { status: error.status, error: error.message })
+          this.options.onRefused?.(error)
+          return
+        }
         this.options.log('edge.connect_failed', { error: (error as Error).message, attempt: this.#attempt })
         await this.#sleep(this.#retryDelay())
         continue
@@ -262,10 +293,13 @@ export class EdgeConnection {
         response.on('end', () => {
           request.destroy()
           const hint =
-            response.statusCode === 401 && secret
+            response.statusCode === 401 && secret && secretRefusal(body)
               ? ' (per-runner secret rejected: an admin can DELETE /rollout/runners/<id>/credential to re-enrol)'
               : ''
-          reject(new Error(`HTTP ${response.statusCode}: ${body.slice(0, 500)}${hint}`))
+          const message = `HTTP ${response.statusCode}: ${body.slice(0, 500)}${hint}`
+          const status = response.statusCode ?? 0
+          const refused = (status === 401 || status === 403) && !(secret && secretRefusal(body))
+          reject(refused ? new ConnectRefusedError(status, message) : new Error(message))
         })
       })
       ws.once('error', (error) => reject(error))

@@ -28,7 +28,11 @@ async function fakeEdge(options: { secret: string; rejectSecret?: string; graceM
     host: '127.0.0.1',
     verifyClient: (info, done) => {
       const sent = info.req.headers[RUNNER_SECRET_HEADER] as string | undefined
-      if (options.rejectSecret && sent === options.rejectSecret) done(false, 401, 'bad runner secret')
+      // The runner link's answer (src/durable/runner/runner-link.ts): a secret refusal, retried (a token refusal stops).
+      const body = JSON.stringify({
+        error: { message: 'runner r1 is enrolled: send its per-runner secret', type: 'runner_hub_error', code: 401 },
+      })
+      if (options.rejectSecret && sent === options.rejectSecret) done(false, 401, body)
       else done(true)
     },
   })
