@@ -1,8 +1,7 @@
 /**
  * `npm run dev:stack` as a new user starts it: the README says its `solver` engine solves `tasks/fix-stats` for
- * a `rollgate submit` with a `rollgate runner`, as in the demo. A harness such as qwen_code asks for 32768 output
- * tokens and a rollout session does not clamp that to the engine's window, so the stack's engine must have the
- * demo's window (262144), not the stand-in's 32768 default (every fix-stats rollout failed on its first call).
+ * a `rollgate submit` with a `rollgate runner`, as in the demo; the stack's engine has the demo's window (262144)
+ * by default (a smaller one works too: output budgets that do not fit are lowered, `rollout-window.test.ts`).
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
