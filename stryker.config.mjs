@@ -27,6 +27,7 @@ export default {
     'src/reconstruct/per-request.ts',
     'src/reconstruct/prefix-merging.ts',
     'src/reconstruct/segment.ts',
+    'src/reconstruct/polar-strict.ts',
     'src/durable/runner/event-bus.ts',
     'src/durable/runner/hub-coordinator.ts',
     'src/durable/gate/generation-gate.ts',

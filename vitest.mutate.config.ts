@@ -10,7 +10,7 @@ const DEFAULT_TESTS = [
   'test/unit/edge/{proxy-promises,session-access,query,event-bus,runner-warnings,zod-issues,call-upstream,completion-log,completion-log-reads,completion-log-work,engine-request,credentials}.test.ts',
   'test/unit/contract/{adapters,session-token}.test.ts',
   'test/unit/providers/*.test.ts',
-  'test/unit/reconstruct-{builder-config,rewards,golden,branches,segment}.test.ts',
+  'test/unit/reconstruct-{builder-config,rewards,golden,branches,segment,polar-strict}.test.ts',
   'src/durable/**/*.test.ts',
 ]
 

@@ -34,8 +34,9 @@ import { type SessionInfo, trajectoryMetadata } from './trajectory-metadata.ts'
  * merged turn's context differs whenever the re-render is not the raw sampled text.
  */
 function contextDifference(context: Tokens, prompt: Tokens): number {
+  // Symmetric in its arguments, and never negative (`trimCommon` keeps prefix + suffix <= the shorter length).
   const { prefix, suffix } = trimCommon(context, prompt)
-  return Math.max(context.length - prefix - suffix, prompt.length - prefix - suffix)
+  return Math.max(context.length, prompt.length) - prefix - suffix
 }
 
 interface StrictStats {
@@ -81,7 +82,7 @@ export const tipHashing: { prefixHashes: (tokens: Tokens, out: Float64Array) => 
 
 /**
  * `_find_extendable_chain` over every chain's tip: the longest tip that is a non-empty prefix of the
- * prompt, the first chain on a tie. Tips are held as (record, length, hash of the whole tip); a tip whose
+ * prompt (Polar keeps the first chain on a tie; no two tips tie, see `place`). Tips are held as (record, length, hash of the whole tip); a tip whose
  * hash matches the prompt's prefix of its length is compared token by token (read through the record).
  */
 class ChainTips {
@@ -95,21 +96,21 @@ class ChainTips {
     const prompt = record.prompt_token_ids as Tokens
     if (this.#buffer.length < prompt.length) this.#buffer = new Float64Array(Math.max(prompt.length, this.#buffer.length * 2))
     const hashes = tipHashing.prefixHashes(prompt, this.#buffer)
-    // Candidates by length (longest first), then chain order; the first confirmed one is Polar's choice.
-    const candidates: number[] = []
-    for (let index = 0; index < this.#lengths.length; index++) {
-      const n = this.#lengths[index] as number
-      if (n > 0 && n <= prompt.length && hashes[n - 1] === this.#hashes[index]) candidates.push(index)
-    }
-    candidates.sort((x, y) => (this.#lengths[y] as number) - (this.#lengths[x] as number) || x - y)
-    let index = -1
-    for (const candidate of candidates) {
+    // The first tip in chain order that is a prefix of the prompt is the longest one (Polar's choice), so
+    // there is nothing to sort and no tie to break. Invariant: a non-empty tip is never a prefix of a later
+    // chain's tip (equal included). A new chain starts only when no tip is a prefix of its prompt; a prompt
+    // that joins chain k had tip k as its longest prefix, so an earlier tip that were a prefix of it would be
+    // a shorter prefix of tip k, and tip k a prefix of a later tip if the prompt were. Tips that are prefixes
+    // of one prompt are prefixes of each other, hence ordered: the earlier chain holds the longer one.
+    let index = this.#records.length
+    for (let candidate = 0; candidate < this.#records.length; candidate++) {
+      const n = this.#lengths[candidate] as number
+      if (n === 0 || n > prompt.length || hashes[n - 1] !== this.#hashes[candidate]) continue
       if (startsWith(prompt, (this.#records[candidate] as CompletionRecord).prompt_token_ids)) {
         index = candidate
         break
       }
     }
-    if (index < 0) index = this.#records.length
     this.#records[index] = record
     this.#lengths[index] = prompt.length
     this.#hashes[index] = prompt.length > 0 ? (hashes[prompt.length - 1] as number) : 0

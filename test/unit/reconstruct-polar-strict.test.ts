@@ -154,6 +154,73 @@ describe('Polar-strict in two passes', () => {
   })
 })
 
+/** Both builders on hand-made records: the texts must be equal; returns the two-pass trajectory. */
+function strictOf(records: readonly CompletionRecord[], eot: number | null = 99) {
+  const [twoPass, reference] = bothTexts(records, eot)
+  expect(twoPass).toBe(reference)
+  return buildPrefixMergingStrict(records, SESSION, eot)
+}
+
+type Turn = { context_drift_tokens: number; message_index: number }
+
+/**
+ * Fixed sessions for what random ones reach rarely or never (each was a planted bug the properties missed or
+ * caught in few runs). EOT 99 throughout; a prompt extends the last one by the re-rendered response up to
+ * its EOT, then the interstitial.
+ */
+describe('Polar-strict on fixed sessions', () => {
+  it('counts a turn whose context differs from its prompt by exactly one token as drifted', () => {
+    // Turn 1 sampled [10, 11, 99]; the template re-renders it as [10, 12, 99]: one token of drift.
+    const records = [
+      makeRecord({ seq: 0, prompt: [1, 2, 3], response: [10, 11, 99] }),
+      makeRecord({ seq: 1, prompt: [1, 2, 3, 10, 12, 99, 5, 6], response: [20, 21, 99] }),
+    ]
+    const trajectory = strictOf(records)
+    expect(trajectory.traces).toHaveLength(1)
+    const { metadata } = trajectory.traces[0]!
+    expect((metadata.turns as Turn[]).map((turn) => turn.context_drift_tokens)).toEqual([0, 1])
+    expect(metadata.context_drift_tokens_max).toBe(1)
+    expect(metadata.trained_tokens_under_drift).toBe(3)
+    expect((trajectory.metadata.reconstruction_stats as { drift: unknown }).drift).toEqual({
+      turns_with_drift: 1,
+      context_drift_tokens_max: 1,
+      trained_tokens_total: 6,
+      trained_tokens_under_drift: 3,
+    })
+  })
+
+  it('joins the longest tip when a shorter one (a later chain) is a prefix of the prompt too', () => {
+    // [1, 2] starts a second chain (the first tip [1, 2, 3, 99] is no prefix of it); [1, 2, 3, 99, 5] extends
+    // both tips and joins the longer, the first chain's; then [1, 2, 7] extends only the second.
+    const records = [
+      makeRecord({ seq: 0, prompt: [1, 2, 3, 99], response: [4, 99] }),
+      makeRecord({ seq: 1, prompt: [1, 2], response: [6, 99] }),
+      makeRecord({ seq: 2, prompt: [1, 2, 3, 99, 4, 99, 5], response: [8, 99] }),
+      makeRecord({ seq: 3, prompt: [1, 2, 6, 99, 7], response: [9, 99] }),
+    ]
+    const trajectory = strictOf(records)
+    expect(trajectory.traces.map((trace) => trace.metadata.source_completion_ids)).toEqual([
+      [records[0]!.completion_id, records[2]!.completion_id],
+      [records[1]!.completion_id, records[3]!.completion_id],
+    ])
+  })
+
+  it('marks a turn with no response message with message index -1', () => {
+    const records = [
+      makeRecord({ seq: 0, prompt: [1, 2], response: [3, 99], responseMessage: null }),
+      makeRecord({ seq: 1, prompt: [1, 2, 3, 99, 4], response: [5, 99] }),
+    ]
+    const trajectory = strictOf(records)
+    expect((trajectory.traces[0]!.metadata.turns as Turn[]).map((turn) => turn.message_index)).toEqual([-1, 0])
+  })
+
+  it('names an empty session and one with nothing trainable apart', () => {
+    expect(strictOf([]).error).toBe('no completions')
+    const failed = strictOf([makeRecord({ seq: 0, prompt: [1], response: [2], status: 'failed' })])
+    expect([failed.status, failed.error]).toEqual(['ERROR', 'no trainable completions'])
+  })
+})
+
 const FIXED: SimOptions = {
   seed: 11,
   mainTurns: 8,
