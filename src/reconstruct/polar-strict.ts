@@ -220,9 +220,9 @@ class ChainWalk {
   /** Extend the chain with `record`, or false (nothing changed) when it breaks the chain there. */
   add(record: CompletionRecord): boolean {
     const prompt = record.prompt_token_ids
-    const previous = this.#previousPrompt
-    if (prompt.length < previous.length || !startsWith(prompt, previous)) return false
-    const interstitial = sliceInterstitial(prompt.slice(previous.length), this.#previousRaw, this.#eot)
+    // Polar's `_finalize_chain` first checks that the prompt starts with the previous one; that cannot fail
+    // here: a record is grouped into a chain only when the chain's tip (the previous prompt) is its prefix.
+    const interstitial = sliceInterstitial(prompt.slice(this.#previousPrompt.length), this.#previousRaw, this.#eot)
     if (interstitial === null) return false
     const stream = this.#stream as number[]
     for (const token of interstitial) stream.push(token)
