@@ -99,7 +99,7 @@ export async function startTunnelStack(options: {
         instruction: 'benchmark',
         num_samples: SESSIONS_PER_ROUTE,
         timeout_seconds: 3600,
-        agent: { harness: 'bench' },
+        agent: { harness: 'shell', custom_shell: { command: 'true' } },
         upstream,
       })
       if (res.status !== 200) throw new Error(`submit ${taskId}: ${res.status} ${await res.text()}`)
