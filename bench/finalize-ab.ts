@@ -21,6 +21,7 @@ import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { bundleWorker, startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { profileWorkerd } from './lib/devtools.ts'
 import { cpuMs, workerdPids } from './lib/proc-stats.ts'
+import { upperMedian as median } from './lib/stats.ts'
 
 const ADMIN = 'bench-admin-token'
 const { values } = parseArgs({
@@ -71,10 +72,6 @@ function sessionId(dir: string): string {
   return best.id
 }
 
-const median = (numbers: number[]) => {
-  const sorted = [...numbers].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? 0
-}
 const selfCpuMs = () => {
   const usage = process.cpuUsage()
   return (usage.user + usage.system) / 1000

@@ -18,6 +18,7 @@ import { chatBody } from './lib/chat-bodies.ts'
 import { type LoadResult, runLoad } from './lib/load.ts'
 import { cpuMs, workerdPids } from './lib/proc-stats.ts'
 import { startStub } from './lib/start-stub.ts'
+import { median } from './lib/stats.ts'
 
 const ADMIN_TOKEN = 'bench-admin-token'
 
@@ -41,11 +42,6 @@ const specs = (values.bundle ?? []).map((entry) => {
 })
 if (specs.length < 2) throw new Error('give at least two --bundle NAME=PATH')
 
-const median = (numbers: number[]): number => {
-  const sorted = [...numbers].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
-}
 const r3 = (n: number) => Math.round(n * 1000) / 1000
 
 const stub = await startStub()

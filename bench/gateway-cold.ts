@@ -22,6 +22,7 @@ import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { chatBody } from './lib/chat-bodies.ts'
 import { runLoad, type Sample } from './lib/load.ts'
 import { startStub } from './lib/start-stub.ts'
+import { median, percentile } from './lib/stats.ts'
 
 const ADMIN_TOKEN = 'bench-admin-token'
 const SIZES = [
@@ -46,19 +47,6 @@ const { values } = parseArgs({
 })
 
 const r3 = (n: number) => Math.round(n * 1000) / 1000
-const median = (numbers: number[]): number => {
-  const sorted = [...numbers].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length === 0
-    ? Number.NaN
-    : sorted.length % 2
-      ? (sorted[mid] as number)
-      : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
-}
-const percentile = (numbers: number[], p: number): number => {
-  const sorted = [...numbers].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number
-}
 const phaseMs = (sample: Sample, phase: string): number => {
   const match = sample.serverTiming?.match(new RegExp(`${phase};dur=([\\d.]+)`))
   if (!match) throw new Error(`no ${phase} in server-timing: ${sample.serverTiming}`)

@@ -32,6 +32,7 @@ import { chatBody } from './lib/chat-bodies.ts'
 import { type LoadResult, type LoadTarget, runLoad, type Sample } from './lib/load.ts'
 import { cpuMs, rssMb, workerdPids } from './lib/proc-stats.ts'
 import { startStub } from './lib/start-stub.ts'
+import { median } from './lib/stats.ts'
 
 const ADMIN_TOKEN = 'bench-admin-token'
 const SIZES = [
@@ -84,11 +85,6 @@ async function createSession(edgeUrl: string, upstreamUrl: string): Promise<{ to
   return (await response.json()) as { token: string; session_id: string }
 }
 
-const median = (numbers: number[]): number => {
-  const sorted = [...numbers].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
-}
 const r3 = (n: number) => Math.round(n * 1000) / 1000
 
 /** Mean server-timing phases (and the rest of the latency, `outside`) of the median calls and of the slowest 1 %. */

@@ -22,6 +22,7 @@ import { startEngine } from '../engine/server.ts'
 import { bundleWorker, type MiniflareEdge, startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { cpuMs, workerdPids } from './lib/proc-stats.ts'
 import { type AgentAnswer, agentScript, appendTurn, firstMessages, TOOLS } from './lib/long-session-agent.ts'
+import { upperMedian as median } from './lib/stats.ts'
 
 const { values } = parseArgs({
   options: {
@@ -42,10 +43,6 @@ const specs = (values.bundle ?? []).map((entry) => {
 })
 if (specs.length < 2) throw new Error('give at least two --bundle NAME=PATH')
 
-const median = (numbers: number[]) => {
-  const sorted = [...numbers].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? 0
-}
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
 
 function parseTiming(header: string | null): Record<string, number> {

@@ -45,6 +45,7 @@ import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { profileWorkerd, startWorkerdProfile } from './lib/devtools.ts'
 import { cpuMs, workerdPids as findWorkerdPids } from './lib/proc-stats.ts'
 import { type AgentAnswer, agentScript, appendTurn, firstMessages, TOOLS } from './lib/long-session-agent.ts'
+import { upperMedian as median } from './lib/stats.ts'
 
 const { values } = parseArgs({
   options: {
@@ -81,10 +82,6 @@ const STRIP_THINKING = values['strip-thinking'] === true
 const ADMIN = 'bench-admin-token'
 const script = agentScript(TURNS)
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? 0
-}
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
 
 let workerdPids: number[] | null = null

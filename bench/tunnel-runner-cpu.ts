@@ -24,6 +24,7 @@ import { chatBody } from './lib/chat-bodies.ts'
 import { cpuMs } from './lib/proc-stats.ts'
 import { startStub } from './lib/start-stub.ts'
 import { startTunnelRunner, type TunnelRunner } from './lib/tunnel-runner.ts'
+import { median } from './lib/stats.ts'
 
 const { values } = parseArgs({
   options: {
@@ -36,11 +37,6 @@ const { values } = parseArgs({
   },
 })
 
-const median = (list: number[]) => {
-  const sorted = [...list].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
-}
 const round3 = (n: number) => Math.round(n * 1000) / 1000
 
 /** One runner's socket as this fake edge sees it: calls in flight, answered by request id. */

@@ -41,6 +41,7 @@ import { chatBody } from './lib/chat-bodies.ts'
 import { type LoadResult, type LoadTarget, once, runLoad } from './lib/load.ts'
 import { cpuMs, workerdPids } from './lib/proc-stats.ts'
 import { SESSIONS_PER_ROUTE, startTunnelStack, type TunnelStack } from './lib/tunnel-stack.ts'
+import { median as medianOf, percentile } from './lib/stats.ts'
 
 const SIZES: Record<string, number> = { '2KB': 2 * 1024, '54KB': 54 * 1024, '524KB': 524 * 1024 }
 
@@ -61,13 +62,6 @@ const { values } = parseArgs({
 })
 
 /** Median of numbers (the mean of the middle two for an even count). */
-function medianOf(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  if (sorted.length === 0) return Number.NaN
-  return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2
-}
-
 function median(results: LoadResult[]): LoadResult {
   const pick = (key: keyof LoadResult) => medianOf(results.map((r) => r[key]))
   return {
@@ -83,11 +77,6 @@ function median(results: LoadResult[]): LoadResult {
 }
 
 const round3 = (n: number) => Math.round(n * 1000) / 1000
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN
-}
 
 /**
  * The paths in a different order each time (`i`-th rotation): work one path leaves behind (garbage,

@@ -17,6 +17,7 @@ import type { CompletionInput } from '../../src/durable/session/record.ts'
 import { ensureSchema } from '../../src/durable/session/schema.ts'
 import { diffText } from '../../src/durable/session/text-delta.ts'
 import { trajectoryChunks } from '../../src/durable/session/trajectory-stream.ts'
+import { upperMedian as median } from './stats.ts'
 
 const [turns = 1000, resultChars = 600, growth = 150] = process.argv.slice(2).map(Number)
 const TOOLS = [{ type: 'function', function: { name: 'run_shell_command', parameters: { type: 'object', properties: {} } } }]
@@ -26,7 +27,6 @@ const cpuMs = (from: NodeJS.CpuUsage) => {
   const used = cpuUsage(from)
   return (used.user + used.system) / 1000
 }
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0
 
 const { sql } = nodeSql()
 ensureSchema(sql)

@@ -5,6 +5,7 @@
  * `samples`, each request's latency and `server-timing` header, for splitting a tail by phase).
  */
 import { Agent, request as httpRequest } from 'node:http'
+import { percentileOfSorted as percentile } from './stats.ts'
 
 /**
  * No single request may hang a run: one whose connection stays silent this long (no headers, no body bytes) is
@@ -66,11 +67,6 @@ function onceWithHeaders(agent: Agent, target: LoadTarget): Promise<{ status: nu
     request.on('error', reject)
     request.end(target.body)
   })
-}
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number
 }
 
 /** `targets(worker)` picks the target per worker (e.g. one session per worker). */
