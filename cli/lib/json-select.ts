@@ -7,6 +7,7 @@
  * out as they close, holding only what was captured under them, and are not kept: memory is one emitted
  * object plus one captured value, at any document size. `JSON.parse` of each captured value is the whole
  * grammar check of what is captured; skipped values are only checked for balanced brackets and strings.
+ * (Not `stream-json`: it parsed a 138 MB TaskStatus at ~9 MB/s where this reads ~157 MB/s, same machine.)
  */
 
 /** What to do with a value: parse it whole (`capture`), or walk into it (`fields` of an object, `each` element of an array). */
