@@ -15,9 +15,17 @@
  * difference. Last line: one JSON object.
  */
 import { loadQwen3 } from '../engine/qwen3.ts'
+import { parseArgs } from '../scripts/lib/cli-args.ts'
 import type { Trajectory } from '../src/contract/trajectory.ts'
 import { reconstructTrajectory } from '../src/reconstruct/index.ts'
 import { type Qwen3ConversationSpec, type Qwen3SimOptions, simulateQwen3Session } from '../test/unit/reconstruct-support/simulate-qwen3.ts'
+
+parseArgs(
+  { options: {} },
+  'Merge presets (strict = Polar, exact, tolerant) over simulated Qwen3 sessions in six variants: traces,\n' +
+    'dropped completions, trained tokens and tokens trained under a context the model did not sample them in.\n' +
+    'In-process, no servers; last line: one JSON object.',
+)
 
 const CONVERSATIONS: Qwen3ConversationSpec[] = [
   {

@@ -10,7 +10,14 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import OpenAI from 'openai'
 import { startEngine } from '../engine/server.ts'
+import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
+
+parseArgs(
+  { options: {} },
+  'A 50-turn agent session through the edge (Miniflare) and the stand-in engine: stored bytes ÷ the token\n' +
+    'floor (target ≤ 1.2) next to storing every prompt whole. Last line: one JSON object.',
+)
 
 const TURNS = 50
 const ADMIN = 'bench-admin-token'

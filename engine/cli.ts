@@ -13,7 +13,9 @@ import { DEFAULT_HOST, DEFAULT_MAX_MODEL_LEN, DEFAULT_SERVED_MODEL, startEngine 
 
 const DEFAULT_PORT = 8000
 
-const USAGE = `Rollgate stand-in inference engine (vLLM-compatible, Qwen3 tokenizer + chat template)
+const USAGE = `usage: npm run engine -- [options]   (also: npx rollgate engine …)
+
+Rollgate stand-in inference engine (vLLM-compatible, Qwen3 tokenizer + chat template).
 
 Options:
   --port <n>             port (default ${DEFAULT_PORT}; 0 = ephemeral)
@@ -27,9 +29,9 @@ Options:
   --max-model-len <n>    context window (default ${DEFAULT_MAX_MODEL_LEN})
   --drift-rate <r>       share of eligible tokens re-split in drift mode (default 0.2)
   --accept-any-model     do not answer 404 for unknown "model" values
-  --help                 show this help`
+  -h, --help             show this help`
 
-/** Bad flags: one line, a pointer to `--help`, exit 2 (as the repo's other scripts); a start failure exits 1. */
+/** Bad flags: one `error:` line and the usage, exit 2 (as the repo's other scripts); a start failure exits 1. */
 class UsageError extends Error {}
 
 function integerOption(values: Record<string, unknown>, name: string, fallback: number): number {
@@ -61,7 +63,7 @@ function flags() {
         'max-model-len': { type: 'string' },
         'drift-rate': { type: 'string' },
         'accept-any-model': { type: 'boolean' },
-        help: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
       },
     })
   } catch (error) {
@@ -103,7 +105,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
+  if (error instanceof UsageError) {
+    console.error(`error: ${error.message}\n\n${USAGE}`)
+    process.exit(2)
+  }
   console.error(`engine: ${(error as Error).message}`)
-  if (error instanceof UsageError) console.error('(npm run engine -- --help for the flags)')
-  process.exit(error instanceof UsageError ? 2 : 1)
+  process.exit(1)
 })

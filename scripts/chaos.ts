@@ -6,7 +6,7 @@
  * per scenario `{sent, served, captured, lost, errors, edge_5xx, notes, …}`. Exits 1 when any row has
  * `lost` or `errors` or `edge_5xx` above 0. Loopback only; every loop bounded in count and time.
  */
-import { parseArgs } from './lib/cli-args.ts'
+import { parseArgs, usageError } from './lib/cli-args.ts'
 import { r1Hostile } from './chaos/r1-hostile.ts'
 import { r2EngineFaults } from './chaos/r2-engine-faults.ts'
 import { r3RunnerKill } from './chaos/r3-runner-kill.ts'
@@ -18,20 +18,22 @@ import type { Scenario, ScenarioRow } from './chaos/scenario.ts'
 
 const SCENARIOS: Scenario[] = [r1Hostile, r2EngineFaults, r3RunnerKill, r4EdgeRestart, r5CallbackDown, r6Credentials, r7TunnelLoad]
 
-const { values } = parseArgs({
+const ARGS = {
   options: {
     only: { type: 'string' },
     scale: { type: 'string', default: '1' },
-    help: { type: 'boolean', default: false },
   },
-})
-if (values.help) {
-  console.log(`npm run chaos -- [--only R1,R2,…] [--scale F]\n\n${SCENARIOS.map((s) => `  ${s.id}  ${s.title}`).join('\n')}`)
-  process.exit(0)
-}
+} as const
+const { values } = parseArgs(
+  ARGS,
+  `scenarios (--only takes their ids, comma-separated):\n${SCENARIOS.map((s) => `  ${s.id}  ${s.title}`).join('\n')}`,
+)
 const only = values.only ? new Set(values.only.split(',').map((id) => id.trim().toUpperCase())) : null
+const unknownIds = [...(only ?? [])].filter((id) => !SCENARIOS.some((scenario) => scenario.id === id))
+if (unknownIds.length > 0)
+  usageError(ARGS, `--only: no scenario ${unknownIds.join(', ')} (known: ${SCENARIOS.map((s) => s.id).join(', ')})`)
 const scale = Number(values.scale)
-if (!(scale > 0 && scale <= 1)) throw new Error('--scale must be in (0, 1]')
+if (!(scale > 0 && scale <= 1)) usageError(ARGS, `--scale must be in (0, 1], got "${values.scale}"`)
 
 let interrupted = false
 process.once('SIGINT', () => {

@@ -12,15 +12,17 @@
  * refused: the rest of the session is missing); the records may be Rollgate's or
  * in Polar's `CompletionRecord` shape (`?format=polar`, or a Polar gateway's records). `trajectory` and
  * `session_result` print one JSON document; the other formats print JSON Lines. Format names are the edge's
- * (`?format=` of `GET …/trajectory`); `session-result` is accepted too. Bad options exit 1 naming the option.
+ * (`?format=` of `GET …/trajectory`); `session-result` is accepted too. `--help` prints the options and exits 0; a
+ * bad option or input exits 2 naming the option (an unknown or missing one also prints the options), as
+ * `rollgate`'s usage and input errors do.
  */
 import { readFileSync, writeFileSync } from 'node:fs'
-import { parseArgs } from 'node:util'
 import { z } from 'zod'
 import { completionRecordSchema } from '../src/contract/completion-record.ts'
 import { partialPageMessage } from '../src/contract/completions-page.ts'
 import { RequestValidationError } from '../src/normalize/adapter.ts'
 import { parseOrThrow } from '../src/normalize/zod-issues.ts'
+import { parseCliArgs, usageText } from './lib/cli-args.ts'
 import { builderNameSchema, evalResultSchema } from '../src/contract/trajectory.ts'
 import {
   applyEvalResult,
@@ -81,11 +83,31 @@ const sessionSchema = z.object({
   metadata: z.record(z.string(), z.unknown()).optional(),
 })
 
-export const USAGE =
-  'usage: npx node scripts/reconstruct.ts --records records.json ' +
-  '[--builder prefix_merging|per_request] ' +
-  `[--format ${FORMATS.join('|')}] [--config '{...}'] [--eval '{...}'] [--session '{...}'] ` +
-  '[--group-index N] [--trajectory-index N] [--out file] [--pretty]'
+const OPTIONS = {
+  records: { type: 'string' },
+  builder: { type: 'string', default: 'prefix_merging' },
+  format: { type: 'string', default: 'trajectory' },
+  config: { type: 'string' },
+  eval: { type: 'string' },
+  session: { type: 'string' },
+  'group-index': { type: 'string', default: '0' },
+  'trajectory-index': { type: 'string', default: '0' },
+  out: { type: 'string' },
+  pretty: { type: 'boolean', default: false },
+} as const
+const COMMAND = 'npx node scripts/reconstruct.ts'
+const ABOUT = [
+  '--records    records.json: the body of GET /v1/sessions/:id/completions (all pages joined) or its completions array; - reads stdin',
+  '--builder    prefix_merging | per_request',
+  `--format     ${FORMATS.join(' | ')}`,
+  '--config     builder options as JSON (\'{"strict":true}\')',
+  '--eval       an evaluation result as JSON (\'{"outcome_reward":1}\')',
+  '--session    {"session_id", "task_id", "metadata"} as JSON',
+  '--group-index, --trajectory-index   slime sample indices',
+  '--out        write to a file instead of stdout; --pretty indents JSON',
+].join('\n')
+
+export const USAGE = usageText(OPTIONS, COMMAND, ABOUT)
 
 function parseJsonOption(name: string, value: string | undefined): unknown {
   if (value === undefined) return undefined
@@ -115,26 +137,15 @@ function readRecords(path: string): string {
 /** Thrown for `--help`: the usage goes to stdout and the exit code is 0. */
 export class HelpRequested extends Error {}
 
+/** An unknown, malformed or missing option: the message carries the usage. */
+export class UsageError extends Error {}
+
 export function runCli(argv: string[]): string {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      records: { type: 'string' },
-      builder: { type: 'string', default: 'prefix_merging' },
-      format: { type: 'string', default: 'trajectory' },
-      config: { type: 'string' },
-      eval: { type: 'string' },
-      session: { type: 'string' },
-      'group-index': { type: 'string', default: '0' },
-      'trajectory-index': { type: 'string', default: '0' },
-      out: { type: 'string' },
-      pretty: { type: 'boolean', default: false },
-      help: { type: 'boolean', default: false },
-    },
-    strict: true,
-  })
-  if (values.help) throw new HelpRequested(USAGE)
-  if (values.records === undefined) throw new Error(`--records is required\n${USAGE}`)
+  const outcome = parseCliArgs({ args: argv, options: OPTIONS, strict: true }, COMMAND, ABOUT)
+  if (outcome.kind === 'help') throw new HelpRequested(outcome.text)
+  if (outcome.kind === 'error') throw new UsageError(outcome.text)
+  const { values } = outcome.parsed
+  if (values.records === undefined) throw new UsageError(`error: --records is required\n\n${USAGE}`)
 
   const builder = parseWith('--builder', builderNameSchema, values.builder)
   const format = parseFormat(values.format)
@@ -178,12 +189,13 @@ export function runCli(argv: string[]): string {
   }
 }
 
-/** The script's process side: output to `--out` or stdout, help to stdout, a bad option to stderr; the exit code. */
+/** The script's process side: output to `--out` or stdout, help to stdout (0), a bad option or input to stderr (2). */
 export function main(args: string[], io: { stdout(text: string): void; stderr(text: string): void }): number {
   try {
     const output = runCli(args)
-    const outIndex = args.indexOf('--out')
-    const out = outIndex >= 0 ? args[outIndex + 1] : undefined
+    // Parsed as runCli parsed it (so `--out=file` is honoured too); the arguments are known to be valid here.
+    const parsed = parseCliArgs({ args, options: OPTIONS, strict: true })
+    const out = parsed.kind === 'ok' ? parsed.parsed.values.out : undefined
     if (out !== undefined) writeFileSync(out, output)
     else io.stdout(output)
     return 0
@@ -195,7 +207,7 @@ export function main(args: string[], io: { stdout(text: string): void; stderr(te
     const message =
       error instanceof BuilderConfigError ? `--config ${error.message}` : error instanceof Error ? error.message : String(error)
     io.stderr(`${message}\n`)
-    return 1
+    return 2
   }
 }
 

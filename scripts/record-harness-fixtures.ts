@@ -59,6 +59,7 @@ import type { Harness, HarnessStep, HarnessVariant } from '../runner/harness/har
 import { cliVariants } from '../runner/harness/index.ts'
 import { findInstalled, type InstalledHarness, installHarness } from '../runner/harness/install.ts'
 import { agentSpecSchema } from '../src/contract/rollout.ts'
+import { parseArgs, usageError } from './lib/cli-args.ts'
 import { REPO_ROOT, startEdge } from './lib/processes.ts'
 
 /** Variants whose bodies repeat another variant's (only their probe traffic differs): run and report, no fixtures. */
@@ -141,39 +142,46 @@ interface Options {
   scenario: Scenario
 }
 
+const ARGS = {
+  options: {
+    only: { type: 'string' },
+    scenario: { type: 'string', default: 'hello' },
+    'timeout-s': { type: 'string', default: '120' },
+    'runs-dir': { type: 'string', default: '/var/tmp/rollgate-harness-runs' },
+    'no-write': { type: 'boolean', default: false },
+    'max-model-len': { type: 'string', default: '262144' },
+    verbose: { type: 'boolean', default: false },
+    /** Internal: set by the re-execution inside the loopback-only network namespace. */
+    inside: { type: 'boolean', default: false },
+  },
+} as const
+
+const ABOUT = `Records each harness CLI's requests through the real edge as adapter fixtures (the module header has the details).
+--only        variants or harnesses, comma-separated (default: every one)
+--scenario    ${Object.keys(SCENARIOS).join(' | ')}
+--no-write    run and report, write no fixtures
+--inside      internal (the re-execution inside the loopback-only network namespace)`
+
+function positiveNumber(name: string, value: string): number {
+  const number = Number(value)
+  if (!(Number.isFinite(number) && number > 0)) usageError(ARGS, `--${name} must be a positive number, got "${value}"`)
+  return number
+}
+
 function parseOptions(argv: string[]): Options {
-  const options: Options = {
-    inside: false,
-    only: null,
-    timeoutMs: 120_000,
-    runsDir: '/var/tmp/rollgate-harness-runs',
-    write: true,
-    maxModelLen: 262_144,
-    verbose: false,
-    scenario: SCENARIOS.hello!,
+  const { values } = parseArgs({ ...ARGS, args: argv }, ABOUT)
+  const scenario = SCENARIOS[values.scenario]
+  if (!scenario) usageError(ARGS, `--scenario: unknown scenario ${values.scenario} (known: ${Object.keys(SCENARIOS).join(', ')})`)
+  return {
+    inside: values.inside,
+    only: values.only === undefined ? null : values.only.split(',').filter(Boolean),
+    timeoutMs: positiveNumber('timeout-s', values['timeout-s']) * 1000,
+    runsDir: values['runs-dir'],
+    write: !values['no-write'],
+    maxModelLen: positiveNumber('max-model-len', values['max-model-len']),
+    verbose: values.verbose,
+    scenario,
   }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!
-    const value = () => {
-      const next = argv[++i]
-      if (next === undefined) throw new Error(`${arg} needs a value`)
-      return next
-    }
-    if (arg === '--inside') options.inside = true
-    else if (arg === '--only') options.only = value().split(',').filter(Boolean)
-    else if (arg === '--timeout-s') options.timeoutMs = Number(value()) * 1000
-    else if (arg === '--runs-dir') options.runsDir = value()
-    else if (arg === '--no-write') options.write = false
-    else if (arg === '--max-model-len') options.maxModelLen = Number(value())
-    else if (arg === '--verbose') options.verbose = true
-    else if (arg === '--scenario') {
-      const name = value()
-      const scenario = SCENARIOS[name]
-      if (!scenario) throw new Error(`unknown scenario ${name} (known: ${Object.keys(SCENARIOS).join(', ')})`)
-      options.scenario = scenario
-    } else throw new Error(`unknown argument ${arg}`)
-  }
-  return options
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 /**
  * @module
  * `npm test`: run every vitest project and close with the plain `N passed, N failed` line CI reads.
- * Extra arguments go to vitest (`npm test -- --project unit`).
+ * Extra arguments go to vitest (`npm test -- --project unit`). `--help` prints how to call it and exits 0; an
+ * option `vitest run` does not know is one `error:` line and the usage with exit 2 before any test starts
+ * (vitest itself would throw a stack trace, and this script would count it as one failed test).
  *
  * The tests run with their own temp dir (`TMPDIR`, inherited by every process they start): whatever is left in
  * it when they end — a test or a process it started that did not clean up — is named, removed, and counted as
@@ -11,6 +13,7 @@ import { spawnSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createCLI } from 'vitest/node'
 
 interface VitestJson {
   numPassedTests: number
@@ -28,25 +31,43 @@ const SHARED_CACHES = new Set([
   'node-compile-cache',
 ])
 
+const USAGE = `usage: npm test -- [vitest run arguments …]
+
+Runs every vitest project (unit, workers, integration) with its own temp dir and ends with the line
+"N passed, N failed"; anything the tests leave in their temp dir counts as one failure.
+Arguments go to vitest run, e.g. npm test -- --project unit, or npm test -- test/unit/cli-args.test.ts
+(vitest run's options: npx vitest run --help).`
+
+const args = process.argv.slice(2)
+if (args.includes('--help') || args.includes('-h')) {
+  process.stdout.write(`${USAGE}\n`)
+  process.exit(0)
+}
+try {
+  // vitest's own parser and check, without running anything: an option it does not know fails here.
+  const cli = createCLI()
+  cli.parse(['node', 'vitest', 'run', ...args], { run: false })
+  cli.matchedCommand?.checkUnknownOptions()
+} catch (error) {
+  process.stderr.write(`error: ${(error as Error).message}\n\n${USAGE}\n`)
+  process.exit(2)
+}
+
 const scratch = mkdtempSync(join(tmpdir(), 'rollgate-test-'))
 const outputFile = join(scratch, 'results.json')
 // A short name: unix socket paths under it (the runner's edge relay) must stay within 107 bytes.
 const testTmp = mkdtempSync(join(tmpdir(), 'rgt-'))
-const result = spawnSync(
-  'vitest',
-  ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${outputFile}`, ...process.argv.slice(2)],
-  {
-    stdio: 'inherit',
-    env: {
-      ...process.env,
-      TMPDIR: testTmp,
-      TMP: testTmp,
-      TEMP: testTmp,
-      WRANGLER_SEND_METRICS: 'false',
-      CLOUDFLARE_CF_FETCH_ENABLED: 'false',
-    },
+const result = spawnSync('vitest', ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${outputFile}`, ...args], {
+  stdio: 'inherit',
+  env: {
+    ...process.env,
+    TMPDIR: testTmp,
+    TMP: testTmp,
+    TEMP: testTmp,
+    WRANGLER_SEND_METRICS: 'false',
+    CLOUDFLARE_CF_FETCH_ENABLED: 'false',
   },
-)
+})
 
 let summary: VitestJson | null = null
 try {

@@ -314,7 +314,8 @@ describe('CLI (scripts/reconstruct.ts)', () => {
   })
 
   it('rejects bad input with a one-line message naming the option and field', () => {
-    expect(() => runCli([])).toThrow(/^--records is required\nusage/)
+    expect(() => runCli([])).toThrow(/^error: --records is required\n\nusage: npx node scripts\/reconstruct\.ts \[options\]/)
+    expect(() => runCli(['--record', bare])).toThrow(/^error: Unknown option '--record'/)
     expect(() => runCli(['--records', bare, '--format', 'csv'])).toThrow(/^--format: expected one of trajectory, session_result, /)
     expect(() => runCli(['--records', bare, '--config', '{nope'])).toThrow(/--config is not valid JSON/)
     expect(() => runCli(['--records', bare, '--config', '{"bogus":1}'])).toThrow(/^config\.bogus: unknown prefix_merging option/)
@@ -342,7 +343,7 @@ describe('CLI (scripts/reconstruct.ts)', () => {
     expect(JSON.parse(runCli(['--records', page])).traces).toHaveLength(1)
   })
 
-  it('prints to stdout or --out, help to stdout, a bad option to stderr with exit 1', () => {
+  it('prints to stdout or --out, help to stdout, a bad option to stderr with exit 2', () => {
     const run = (args: string[]) => {
       const io = { out: '', err: '' }
       const code = main(args, { stdout: (text) => (io.out += text), stderr: (text) => (io.err += text) })
@@ -354,11 +355,17 @@ describe('CLI (scripts/reconstruct.ts)', () => {
     const file = join(dir, 'out.jsonl')
     expect(run(['--records', wrapped, '--format', 'sft', '--out', file])).toEqual({ code: 0, out: '', err: '' })
     expect(readFileSync(file, 'utf8')).toBe(ok.out)
+    rmSync(file)
+    expect(run(['--records', wrapped, '--format', 'sft', `--out=${file}`])).toEqual({ code: 0, out: '', err: '' })
+    expect(readFileSync(file, 'utf8')).toBe(ok.out)
     const help = run(['--help'])
     expect(help.code).toBe(0)
     expect(help.out).toMatch(/^usage: /)
+    const unknown = run(['--records', wrapped, '--bogus'])
+    expect(unknown).toMatchObject({ code: 2, out: '' })
+    expect(unknown.err).toMatch(/^error: Unknown option '--bogus'\n\nusage: /)
     const bad = run(['--records', wrapped, '--config', '{"strict":"yes"}'])
-    expect(bad.code).toBe(1)
+    expect(bad.code).toBe(2)
     expect(bad.out).toBe('')
     expect(bad.err.trim().split('\n')).toEqual([expect.stringMatching(/^--config config\.strict: .*boolean/)])
   })
