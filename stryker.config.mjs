@@ -22,6 +22,7 @@ export default {
     'src/normalize/providers/openai-chat/openai-chat-stream.ts',
     'src/normalize/providers/openai-responses/openai-responses-stream.ts',
     'src/normalize/providers/google/google-stream.ts',
+    'src/normalize/providers/openai-chat/openai-chat-shape.ts',
     'src/reconstruct/config.ts',
     'src/reconstruct/advantages.ts',
     'src/reconstruct/per-request.ts',

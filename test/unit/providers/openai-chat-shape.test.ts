@@ -152,6 +152,52 @@ describe('the structural pass over OpenAI chat requests', () => {
     )
   })
 
+  it('takes every edge of what the schema allows (boundaries, nulls, absent fields): valid requests are never sent to zod', () => {
+    const base = BODIES[0] as Record<string, unknown>
+    const call = { id: 'call_1', type: 'function', function: { name: 'bash', arguments: '{}' } }
+    const tool = { type: 'function', function: { name: 'bash', description: 'runs', parameters: { type: 'object' } } }
+    const withMessages = (...messages: unknown[]) => ({ ...base, messages })
+    const cases: [string, unknown][] = [
+      ['a message without content', withMessages({ role: 'assistant', tool_calls: [call] })],
+      ['content null', withMessages({ role: 'assistant', content: null })],
+      ['tool_calls null', withMessages({ role: 'assistant', content: 'x', tool_calls: null })],
+      ['a tool call without id or type', withMessages({ role: 'assistant', tool_calls: [{ function: call.function }] })],
+      [
+        'arguments as an object',
+        withMessages({ role: 'assistant', tool_calls: [{ ...call, function: { name: 'f', arguments: { a: 1 } } }] }),
+      ],
+      ['tool_call_id null', withMessages({ role: 'user', content: 'x', tool_call_id: null })],
+      ['tools null', { ...base, tools: null }],
+      ['tools empty', { ...base, tools: [] }],
+      ['a tool without description or parameters', { ...base, tools: [{ type: 'function', function: { name: 'f' } }] }],
+      [
+        'description and parameters null',
+        { ...base, tools: [{ type: 'function', function: { name: 'f', description: null, parameters: null } }] },
+      ],
+      ['a tool with parameters', { ...base, tools: [tool] }],
+      ['stream, logprobs, stream_options null', { ...base, stream: null, logprobs: null, stream_options: null }],
+      ['include_usage null', { ...base, stream_options: { include_usage: null } }],
+      ['n 1', { ...base, n: 1 }],
+      ['n null', { ...base, n: null }],
+      ['top_logprobs 0', { ...base, top_logprobs: 0 }],
+      ['top_logprobs 20', { ...base, top_logprobs: 20 }],
+      ['max_tokens 1', { ...base, max_tokens: 1, max_completion_tokens: 1 }],
+      ['max_tokens huge', { ...base, max_tokens: Number.MAX_SAFE_INTEGER, max_completion_tokens: Number.MAX_SAFE_INTEGER }],
+      ['temperature 0, top_p 0', { ...base, temperature: 0, top_p: 0 }],
+      ['temperature 2, top_p 1', { ...base, temperature: 2, top_p: 1 }],
+      ['temperature 0.7, top_p 0.95', { ...base, temperature: 0.7, top_p: 0.95 }],
+      ['temperature 1.5, top_p 0.5', { ...base, temperature: 1.5, top_p: 0.5 }],
+      ['stop a string', { ...base, stop: '</s>' }],
+      ['stop strings', { ...base, stop: ['</s>', '\n\n'] }],
+      ['stop empty', { ...base, stop: [] }],
+      ['stop null', { ...base, stop: null }],
+    ]
+    for (const [name, body] of cases) {
+      expect(openaiChatRequestSchema.safeParse(body).success, name).toBe(true)
+      expect(requestLooksValid(body), name).toBe(true)
+    }
+  })
+
   it('a refused request still gets the schema’s own error (param and message)', () => {
     const body = structuredClone(BODIES[0]) as { messages: { role: string }[] }
     ;(body.messages[0] as { role: string }).role = 'robot'

@@ -8,7 +8,8 @@
  * `test/unit/providers/openai-chat-shape.test.ts` holds it to that on fixtures and on mutations of them.
  */
 
-const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function'])
+/** Typed for any value: a role that is not one of these strings (or not a string at all) is simply not in it. */
+const ROLES: ReadonlySet<unknown> = new Set(['system', 'developer', 'user', 'assistant', 'tool', 'function'])
 
 type Obj = Record<string, unknown>
 
@@ -39,7 +40,7 @@ function toolCallsOk(calls: unknown): boolean {
 export function messagesLookValid(messages: unknown): boolean {
   if (!Array.isArray(messages) || messages.length === 0) return false
   for (const message of messages) {
-    if (!isObject(message) || typeof message.role !== 'string' || !ROLES.has(message.role)) return false
+    if (!isObject(message) || !ROLES.has(message.role)) return false
     if (!contentOk(message.content) || !toolCallsOk(message.tool_calls) || !isNullishString(message.tool_call_id)) return false
   }
   return true
@@ -71,7 +72,7 @@ export function requestLooksValid(
   if (!isNullishBoolean(body.stream) || !isNullishBoolean(body.logprobs)) return false
   const options = body.stream_options
   if (!isNullish(options) && !(isObject(options) && isNullishBoolean(options.include_usage))) return false
-  if (!nullishNumberIn(body.n, 1, 1, true) || !nullishNumberIn(body.top_logprobs, 0, 20, true)) return false
+  if (!(isNullish(body.n) || body.n === 1) || !nullishNumberIn(body.top_logprobs, 0, 20, true)) return false
   if (
     !nullishNumberIn(body.max_tokens, 1, Number.MAX_VALUE, true) ||
     !nullishNumberIn(body.max_completion_tokens, 1, Number.MAX_VALUE, true)
