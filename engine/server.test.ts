@@ -138,6 +138,41 @@ describe('chat completions (non-streaming)', () => {
     expect(choice?.message.reasoning).toBeNull()
   })
 
+  // vLLM's qwen3 reasoning parser splits the text at `</think>` and strips nothing (`reasoning, _, content =
+  // model_output.partition("</think>")`; the hermes parser nulls content only when it is blank next to tool calls),
+  // so with thinking on a Qwen3 reply's content starts with the `\n\n` the model samples after `</think>`, and its
+  // reasoning keeps the `\n` on each side. With thinking off the template puts the scaffold in the prompt: no newlines.
+  it('keeps the newlines around the think block in reasoning and content, as vLLM does', async () => {
+    const messages = [{ role: 'user' as const, content: 'hello there' }]
+    const on = await createChat(client, { model: 'Qwen/Qwen3-8B', messages, return_token_ids: true })
+    const choice = on.choices[0]!
+    expect(choice.message.reasoning).toMatch(/^\n[^\n][\s\S]*[^\n]\n$/)
+    expect(choice.message.content).toMatch(/^\n\n[^\n]/)
+    const { thinkStart, thinkEnd, imEnd } = qwen3.specialTokens
+    const sampled = choice.token_ids.filter((id) => id !== imEnd)
+    expect(qwen3.decode(sampled, { skipSpecialTokens: false })).toBe(`<think>${choice.message.reasoning}</think>${choice.message.content}`)
+    expect(sampled.slice(sampled.indexOf(thinkEnd) + 1)[0]).toBe(271) // "\n\n": one token, sampled, in content
+    expect(sampled[0]).toBe(thinkStart)
+
+    const streamed = await fetch(`${engine.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ messages, stream: true }),
+    })
+    const chunks = (await streamed.text())
+      .split('\n\n')
+      .filter((frame) => frame.startsWith('data: {'))
+      .map((frame) => JSON.parse(frame.slice('data: '.length)))
+    const joined = (key: 'content' | 'reasoning') => chunks.map((chunk) => chunk.choices[0]?.delta[key] ?? '').join('')
+    expect({ content: joined('content'), reasoning: joined('reasoning') }).toEqual({
+      content: choice.message.content,
+      reasoning: choice.message.reasoning,
+    })
+
+    const off = await createChat(client, { model: 'Qwen/Qwen3-8B', messages, chat_template_kwargs: { enable_thinking: false } })
+    expect(off.choices[0]?.message.content).toMatch(/^[^\n]/)
+  })
+
   it('runs a two-turn tool conversation whose next prompt contains the sampled ids verbatim', async () => {
     const first = await createChat(client, toolRequest)
     const choice = first.choices[0]
