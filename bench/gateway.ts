@@ -321,6 +321,8 @@ try {
     console.log(`long run ${JSON.stringify(long)}`)
   }
 
+  // What the isolates hold after the run (the session objects' delta bases among it).
+  const rssEndMb = rssMb(pids)
   // Zero captures lost: every successful edge call must be a stored completion.
   let stored = 0
   for (const { session_id } of sessions) {
@@ -338,6 +340,7 @@ try {
     sizes: perSize,
     medians_ms_and_req_s: raw,
     long,
+    workerd_rss_end_mb: rssEndMb,
     captures: { successful_edge_calls: edgeSucceeded, stored, lost: Math.max(0, edgeSucceeded - stored) },
   }
 } finally {

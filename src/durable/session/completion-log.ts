@@ -20,6 +20,7 @@
  */
 import type { CompletionRecord, ResponseMessage } from '../../contract/completion-record.ts'
 import { ENGINE_CAPTURE_PARAMS } from '../../normalize/engine/engine-request.ts'
+import { BaseCache, type BaseBudget } from './base-cache-budget.ts'
 import { type BlobStore, completionBlobKey, SPILL_THRESHOLD_BYTES, storedSize } from './blob-store.ts'
 import type { CompletionInput } from './record.ts'
 import type { Sql, SqlValue } from './sql.ts'
@@ -90,8 +91,6 @@ const CHAIN_QUERY = `WITH RECURSIVE chain(seq, hop) AS (
 const RECORD_OVERHEAD_BYTES = 4096
 /** Only delta-code against a base sharing at least this many prompt tokens (else store whole). */
 const MIN_SHARED_TOKENS = 8
-/** Recent materialized completions kept in memory as delta bases (bounded by bytes, not count). */
-const CACHE_BUDGET_BYTES = 24 * 1024 * 1024
 /** `request_base`: the request body is a delta of the base completion's request… */
 const REQUEST_BASE_PARENT = 0
 /** …or of this completion's own original body (same-dialect harnesses: nearly identical). */
@@ -236,8 +235,8 @@ export class CompletionLog {
   readonly #sql: Sql
   readonly #blobs: BlobStore
   readonly #sessionId: string
-  readonly #cache = new Map<number, Materialized>()
-  #cacheBytes = 0
+  /** Materialized completions kept as delta bases, bounded by the isolate's budget (`base-cache-budget.ts`). */
+  readonly #cache: BaseCache<Materialized>
   /**
    * The most recent completions, newest last: the delta base candidates. Always the last `RECENT_BASES` in
    * storage (after a wake too), each rebuilt when first compared: which base a record gets depends on what is
@@ -258,11 +257,18 @@ export class CompletionLog {
   /** Code upstream middles against the original's (`request_edits`); false writes the v3 layout (tests compare both). */
   readonly #requestEdits: boolean
 
-  constructor(sql: Sql, blobs: BlobStore, sessionId: string, options: { requestEdits?: boolean } = {}) {
+  /** `budget`: the memory bound shared with other logs (default: the isolate's; tests give their own). */
+  constructor(sql: Sql, blobs: BlobStore, sessionId: string, options: { requestEdits?: boolean; budget?: BaseBudget } = {}) {
     this.#sql = sql
     this.#blobs = blobs
     this.#sessionId = sessionId
     this.#requestEdits = options.requestEdits ?? true
+    this.#cache = new BaseCache(options.budget)
+  }
+
+  /** Bytes of delta bases this log holds in memory (tests). */
+  get cachedBytes(): number {
+    return this.#cache.bytes
   }
 
   /** What read-side helpers over the same tables need (`log-records.ts`). */
@@ -409,6 +415,7 @@ export class CompletionLog {
     if (!inserted) return this.#duplicate(input.completion_id, seq)
     this.#recent.push({ seq, promptLength: prompt.length, agent: input.agent, api: input.api })
     if (this.#recent.length > RECENT_BASES) this.#recent.shift()
+    this.#protectNewest()
     const depth = base ? base.depth + 1 : 0
     this.#remember({
       seq,
@@ -598,6 +605,7 @@ export class CompletionLog {
     for (const row of rows.reverse()) {
       this.#recent.push({ seq: row.seq, promptLength: row.prompt_length ?? 0, agent: row.agent, api: row.api })
     }
+    this.#protectNewest()
   }
 
   /**
@@ -698,9 +706,7 @@ export class CompletionLog {
   #layoutOf(entry: Materialized): MessageLayout | null {
     if (entry.layout !== undefined) return entry.layout
     entry.layout = layoutOf(entry.requestText)
-    const bytes = entry.layout?.ends.byteLength ?? 0
-    entry.bytes += bytes
-    if (this.#cache.get(entry.seq) === entry) this.#cacheBytes += bytes
+    this.#cache.grew(entry, entry.layout?.ends.byteLength ?? 0)
     return entry.layout
   }
 
@@ -708,9 +714,7 @@ export class CompletionLog {
   #promptTextOf(entry: Materialized): PromptText {
     if (entry.promptText) return entry.promptText
     entry.promptText = canonicalPromptText(entry.prompt)
-    const bytes = promptTextBytes(entry.promptText)
-    entry.bytes += bytes
-    if (this.#cache.get(entry.seq) === entry) this.#cacheBytes += bytes
+    this.#cache.grew(entry, promptTextBytes(entry.promptText))
     return entry.promptText
   }
 
@@ -757,14 +761,23 @@ export class CompletionLog {
   }
 
   #remember(entry: Materialized): void {
-    this.#cache.delete(entry.seq)
-    this.#cache.set(entry.seq, entry)
-    this.#cacheBytes += entry.bytes
-    for (const [seq, old] of this.#cache) {
-      if (this.#cacheBytes <= CACHE_BUDGET_BYTES || seq === entry.seq) break
-      this.#cache.delete(seq)
-      this.#cacheBytes -= old.bytes
+    this.#cache.set(entry)
+  }
+
+  /**
+   * The candidates the next turn of each agent compares first: the newest recent completion per agent. The
+   * cache evicts them last (a sub-agent's calls between the main agent's must not evict the main base).
+   */
+  #protectNewest(): void {
+    const newest = new Set<number>()
+    const agents = new Set<string>()
+    for (let i = this.#recent.length - 1; i >= 0; i--) {
+      const candidate = this.#recent[i] as Candidate
+      if (agents.has(candidate.agent)) continue
+      agents.add(candidate.agent)
+      newest.add(candidate.seq)
     }
+    this.#cache.protect(newest)
   }
 
   /** A stored field of `row`, fetched from the bucket when it was spilled. */

@@ -1,0 +1,225 @@
+/**
+ * @module
+ * One memory budget for the delta-base caches of every completion log in the isolate.
+ *
+ * workerd runs many Durable Objects of a class in one isolate (128 MB in production), so a bound per object
+ * is no bound: 16 busy sessions at 524 KB kept ~400 MB of bases under the old 24 MiB per object, and the
+ * collector walked that heap on every call (`docs/hot-path.md`). Here each log owns a `BaseCache` (its
+ * entries live and die with it) and all caches share one `BaseBudget` (`isolateBudget`, module state: one
+ * per isolate). Over the budget, entries go in this order:
+ * 1. the least recently used entry, across all objects, that is not *protected*. Each log protects its
+ *    newest completion per agent among its delta base candidates (`BaseCache.protect`): the base the next
+ *    turn of each agent compares against, so a sub-agent's calls between the main agent's never evict the
+ *    main chain's base (each miss walks the chain back from storage);
+ * 2. then the protected entries of the least recently used object.
+ * An object unused for `idleMs` protects nothing (its entries are evicted as unprotected, by age): a Durable
+ * Object dropped by workerd keeps no entry ahead of live ones. The budget holds only caches that have
+ * entries (an emptied one leaves the set), so the structure never grows with the sessions an isolate has
+ * seen; a dropped object's entries are at most the budget and the first to go. No `WeakRef` (workerd hides
+ * it without the `enable_weak_ref` flag) and nothing left to the collector's timing.
+ *
+ * Which entries are cached never changes what a log stores: a base is chosen from storage only.
+ */
+
+/** What a cache holds: an entry of `bytes` (an estimate: 2 a character, 4 a token id) under its completion's seq. */
+export interface CachedBase {
+  readonly seq: number
+  bytes: number
+}
+
+/**
+ * The isolate-wide bound. 48 MiB holds the newest base of 16 sessions at 524 KB (the bench's 16 objects,
+ * ~2.7 MB a base by this estimate) with room for the rest, and stays well under workerd's 128 MB per isolate.
+ */
+export const BASE_BUDGET_BYTES = 48 * 1024 * 1024
+/** An object unused this long protects no entry (production drops idle objects sooner). */
+export const BASE_IDLE_MS = 2 * 60 * 1000
+
+interface Slot<E> {
+  entry: E
+  /** The budget's clock at the last use. */
+  used: number
+}
+
+export class BaseBudget {
+  readonly limit: number
+  readonly idleMs: number
+  readonly #now: () => number
+  /** Caches holding at least one entry. */
+  readonly #caches = new Set<BaseCache<CachedBase>>()
+  #bytes = 0
+  #clock = 0
+  /** Entries evicted so far (tests and benchmarks read it). */
+  evictions = 0
+
+  constructor(limit: number, options: { idleMs?: number; now?: () => number } = {}) {
+    this.limit = limit
+    this.idleMs = options.idleMs ?? BASE_IDLE_MS
+    this.#now = options.now ?? Date.now
+  }
+
+  /** Bytes held by every cache on this budget. */
+  get bytes(): number {
+    return this.#bytes
+  }
+
+  /** Caches holding entries now. */
+  get caches(): number {
+    return this.#caches.size
+  }
+
+  /** @internal (`BaseCache`) */
+  tick(): number {
+    return ++this.#clock
+  }
+
+  /** @internal */
+  now(): number {
+    return this.#now()
+  }
+
+  /** @internal: `cache` grew (or shrank) by `delta` bytes and holds `size` entries now. */
+  account(cache: BaseCache<CachedBase>, delta: number, size: number): void {
+    this.#bytes += delta
+    if (size === 0) this.#caches.delete(cache)
+    else this.#caches.add(cache)
+  }
+
+  /** @internal: evict until the total is within the limit; `keep` (the entry just added or grown) stays. */
+  fit(keep: CachedBase): void {
+    while (this.#bytes > this.limit) {
+      const now = this.#now()
+      let victim: { cache: BaseCache<CachedBase>; slot: Slot<CachedBase> } | null = null
+      for (const cache of this.#caches) {
+        const slot = cache.oldestEvictable(keep, now)
+        if (slot && (victim === null || slot.used < victim.slot.used)) victim = { cache, slot }
+      }
+      if (victim === null) {
+        // Only protected entries are left: the least recently used object's go first.
+        for (const cache of this.#caches) {
+          const slot = cache.oldest(keep)
+          if (slot && (victim === null || cache.used < victim.cache.used)) victim = { cache, slot }
+        }
+      }
+      if (victim === null) return
+      victim.cache.evict(victim.slot.entry.seq)
+      this.evictions++
+    }
+  }
+}
+
+/** The one budget of this isolate (module state: every object of every class in the isolate shares it). */
+export const isolateBudget = new BaseBudget(BASE_BUDGET_BYTES)
+
+const NONE: ReadonlySet<number> = new Set()
+
+/** One log's cached bases, least recently used first, charged to a shared `BaseBudget`. */
+export class BaseCache<E extends CachedBase> {
+  readonly #budget: BaseBudget
+  readonly #slots = new Map<number, Slot<E>>()
+  #bytes = 0
+  #protected: ReadonlySet<number> = NONE
+  #used = 0
+  #usedAt = 0
+
+  constructor(budget: BaseBudget = isolateBudget) {
+    this.#budget = budget
+  }
+
+  /** Bytes this cache holds. */
+  get bytes(): number {
+    return this.#bytes
+  }
+
+  get size(): number {
+    return this.#slots.size
+  }
+
+  /** The budget's clock when this cache was last used. */
+  get used(): number {
+    return this.#used
+  }
+
+  /** The entry cached under `seq` (now the most recently used), if any. */
+  get(seq: number): E | undefined {
+    const slot = this.#slots.get(seq)
+    if (slot === undefined) return undefined
+    this.#touch(slot)
+    return slot.entry
+  }
+
+  has(entry: E): boolean {
+    return this.#slots.get(entry.seq)?.entry === entry
+  }
+
+  /** Cache `entry` (replacing one of its seq) as the most recently used, then fit the budget. */
+  set(entry: E): void {
+    const old = this.#slots.get(entry.seq)
+    if (old !== undefined) {
+      this.#slots.delete(entry.seq)
+      this.#charge(-old.entry.bytes)
+    }
+    const slot: Slot<E> = { entry, used: 0 }
+    this.#slots.set(entry.seq, slot)
+    this.#touch(slot)
+    this.#charge(entry.bytes)
+    this.#budget.fit(entry)
+  }
+
+  /** `entry` (cached) grew by `bytes` (a layout or a prompt text added when first asked for): charged, then fit. */
+  grew(entry: E, bytes: number): void {
+    entry.bytes += bytes
+    if (!this.has(entry)) return
+    this.#charge(bytes)
+    this.#budget.fit(entry)
+  }
+
+  /** The seqs evicted last of this cache (its newest completion per agent); replaces the previous set. */
+  protect(seqs: ReadonlySet<number>): void {
+    this.#protected = seqs
+    this.#used = this.#budget.tick()
+    this.#usedAt = this.#budget.now()
+  }
+
+  isProtected(seq: number): boolean {
+    return this.#protected.has(seq)
+  }
+
+  /** @internal (`BaseBudget.fit`): the least recently used entry that is not protected (none protected when idle), not `keep`. */
+  oldestEvictable(keep: CachedBase, now: number): Slot<E> | undefined {
+    const idle = now - this.#usedAt > this.#budget.idleMs
+    for (const slot of this.#slots.values()) {
+      if (slot.entry !== keep && (idle || !this.#protected.has(slot.entry.seq))) return slot
+    }
+    return undefined
+  }
+
+  /** @internal: the least recently used entry, not `keep`. */
+  oldest(keep: CachedBase): Slot<E> | undefined {
+    for (const slot of this.#slots.values()) if (slot.entry !== keep) return slot
+    return undefined
+  }
+
+  /** @internal */
+  evict(seq: number): void {
+    const slot = this.#slots.get(seq)
+    if (slot === undefined) return
+    this.#slots.delete(seq)
+    this.#charge(-slot.entry.bytes)
+  }
+
+  #touch(slot: Slot<E>): void {
+    const tick = this.#budget.tick()
+    slot.used = tick
+    this.#used = tick
+    this.#usedAt = this.#budget.now()
+    // Most recently used last (a Map keeps insertion order).
+    this.#slots.delete(slot.entry.seq)
+    this.#slots.set(slot.entry.seq, slot)
+  }
+
+  #charge(delta: number): void {
+    this.#bytes += delta
+    this.#budget.account(this as unknown as BaseCache<CachedBase>, delta, this.#slots.size)
+  }
+}

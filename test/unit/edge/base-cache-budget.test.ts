@@ -1,0 +1,135 @@
+/**
+ * The isolate-wide budget of the delta-base caches (`base-cache-budget.ts`), on plain entries: one bound
+ * over every cache, least recently used first across caches, each cache's protected entries (its newest
+ * base per agent) last, then the least recently used cache's; an idle cache protects nothing; growth is
+ * charged; an emptied cache leaves the budget.
+ */
+import { describe, expect, it } from 'vitest'
+import { BaseBudget, BaseCache, type CachedBase } from '../../../src/durable/session/base-cache-budget.ts'
+
+const entry = (seq: number, bytes = 10): CachedBase => ({ seq, bytes })
+/** The entries `put` into each cache, by seq (to ask `has` without `get`, which makes an entry the most recently used). */
+const probes = new WeakMap<BaseCache<CachedBase>, Map<number, CachedBase>>()
+/** Which of `candidates` the cache holds. */
+function held(cache: BaseCache<CachedBase>, candidates: number[]): number[] {
+  return candidates.filter((seq) => {
+    const known = probes.get(cache)?.get(seq)
+    return known !== undefined && cache.has(known)
+  })
+}
+function put(cache: BaseCache<CachedBase>, item: CachedBase): CachedBase {
+  const known = probes.get(cache) ?? new Map<number, CachedBase>()
+  probes.set(cache, known)
+  known.set(item.seq, item)
+  cache.set(item)
+  return item
+}
+
+describe('base cache budget', () => {
+  it('one bound over every cache: the least recently used entry goes first, whichever cache holds it', () => {
+    const budget = new BaseBudget(50)
+    const a = new BaseCache(budget)
+    const b = new BaseCache(budget)
+    put(a, entry(1))
+    put(b, entry(1))
+    put(a, entry(2))
+    put(b, entry(2))
+    put(a, entry(3))
+    expect(budget.bytes).toBe(50)
+    a.get(1) // a's 1 is now the most recently used: b's 1 is the oldest
+    put(b, entry(3))
+    expect(budget.bytes).toBe(50)
+    expect(held(b, [1, 2, 3])).toEqual([2, 3])
+    expect(held(a, [1, 2, 3])).toEqual([1, 2, 3])
+    put(b, entry(4))
+    expect(held(a, [1, 2, 3])).toEqual([1, 3])
+    expect(a.bytes + b.bytes).toBe(budget.bytes)
+  })
+
+  it('protected entries (the newest base per agent) go after every unprotected one, of any cache', () => {
+    const budget = new BaseBudget(40)
+    const a = new BaseCache(budget)
+    const b = new BaseCache(budget)
+    put(a, entry(1))
+    a.protect(new Set([1]))
+    for (let seq = 1; seq <= 6; seq++) put(b, entry(seq))
+    // b's own older entries went; a's protected one stayed although it is the oldest.
+    expect(held(a, [1])).toEqual([1])
+    expect(held(b, [1, 2, 3, 4, 5, 6])).toEqual([4, 5, 6])
+    b.protect(new Set([5, 6]))
+    put(b, entry(7))
+    expect(held(b, [4, 5, 6, 7])).toEqual([5, 6, 7])
+    expect(budget.evictions).toBe(4)
+  })
+
+  it('when the protected entries alone are over the budget, the least recently used cache’s go first', () => {
+    const budget = new BaseBudget(30)
+    const caches = [0, 1, 2, 3].map(() => new BaseCache(budget))
+    caches.forEach((cache, i) => {
+      put(cache, entry(1))
+      cache.protect(new Set([1]))
+      expect(budget.bytes, `after cache ${i}`).toBeLessThanOrEqual(30)
+    })
+    expect(caches.map((cache) => held(cache, [1]).length)).toEqual([0, 1, 1, 1])
+    caches[1]?.protect(new Set([1])) // cache 1 used again: cache 2 is now the least recently used
+    put(caches[0] as BaseCache<CachedBase>, entry(2))
+    expect(caches.map((cache) => cache.size)).toEqual([1, 1, 0, 1])
+    expect(budget.caches).toBe(3)
+  })
+
+  it('an entry larger than the budget stays alone (it is in use), and a cache emptied by others leaves the budget', () => {
+    const budget = new BaseBudget(25)
+    const a = new BaseCache(budget)
+    const b = new BaseCache(budget)
+    put(a, entry(1))
+    put(a, entry(2))
+    expect(budget.caches).toBe(1)
+    put(b, entry(1, 100))
+    expect(a.size).toBe(0)
+    expect(budget.caches).toBe(1)
+    expect(budget.bytes).toBe(100)
+    put(b, entry(2))
+    expect(held(b, [1, 2])).toEqual([2])
+    expect(budget.bytes).toBe(10)
+  })
+
+  it('growth of a cached entry is charged and fitted; growth of an evicted one is not charged', () => {
+    const budget = new BaseBudget(40)
+    const a = new BaseCache(budget)
+    const first = put(a, entry(1))
+    const second = put(a, entry(2))
+    a.grew(second, 15)
+    expect(second.bytes).toBe(25)
+    expect(budget.bytes).toBe(35)
+    a.grew(second, 10)
+    // 45 > 40: the other entry goes, the grown one stays.
+    expect(held(a, [1, 2])).toEqual([2])
+    expect(budget.bytes).toBe(35)
+    a.grew(first, 5)
+    expect(first.bytes).toBe(15)
+    expect(budget.bytes).toBe(35)
+  })
+
+  it('a cache unused for the idle time protects nothing: its entries go before a busy cache’s', () => {
+    let now = 0
+    const budget = new BaseBudget(40, { idleMs: 1000, now: () => now })
+    const idle = new BaseCache(budget)
+    const busy = new BaseCache(budget)
+    put(idle, entry(1))
+    put(idle, entry(2))
+    idle.protect(new Set([1, 2]))
+    now = 500
+    put(busy, entry(1))
+    put(busy, entry(2))
+    busy.protect(new Set([2]))
+    put(busy, entry(3))
+    // Within the idle time: the busy cache's unprotected entry went.
+    expect(held(idle, [1, 2])).toEqual([1, 2])
+    expect(held(busy, [1, 2, 3])).toEqual([2, 3])
+    now = 1600 // the idle cache was last used at 0: past the idle time now
+    busy.protect(new Set([3]))
+    put(busy, entry(4))
+    expect(held(idle, [1, 2])).toEqual([2])
+    expect(held(busy, [2, 3, 4])).toEqual([2, 3, 4])
+  })
+})
