@@ -135,6 +135,13 @@ export class BaseCache<E extends CachedBase> {
     return this.#slots.size
   }
 
+  /** The entries' own sizes added up now (tests: checks what `bytes` charged, growth included). */
+  entryBytes(): number {
+    let sum = 0
+    for (const slot of this.#slots.values()) sum += slot.entry.bytes
+    return sum
+  }
+
   /** The budget's clock when this cache was last used. */
   get used(): number {
     return this.#used

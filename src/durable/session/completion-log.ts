@@ -266,9 +266,9 @@ export class CompletionLog {
     this.#cache = new BaseCache(options.budget)
   }
 
-  /** Bytes of delta bases this log holds in memory (tests). */
+  /** Bytes of delta bases this log holds in memory, by the entries' own sizes (tests). */
   get cachedBytes(): number {
-    return this.#cache.bytes
+    return this.#cache.entryBytes()
   }
 
   /** What read-side helpers over the same tables need (`log-records.ts`). */
