@@ -7,6 +7,7 @@
 import { DatabaseSync } from 'node:sqlite'
 import { describe, expect, it } from 'vitest'
 import { MemoryBucket, nodeSql, nodeSqlExecutor } from '../../../scripts/lib/node-sqlite.ts'
+import { BaseBudget } from '../../../src/durable/session/base-cache-budget.ts'
 import { BlobStore, SPILL_THRESHOLD_BYTES } from '../../../src/durable/session/blob-store.ts'
 import { CompletionLog } from '../../../src/durable/session/completion-log.ts'
 import { LogRecords } from '../../../src/durable/session/log-records.ts'
@@ -15,11 +16,11 @@ import { ensureSchema } from '../../../src/durable/session/schema.ts'
 import { Sql, type SqlValue } from '../../../src/durable/session/sql.ts'
 import { completionInput } from '../../support/records.ts'
 
-function openLog() {
+function openLog(budget?: BaseBudget) {
   const { sql } = nodeSql()
   ensureSchema(sql)
   const bucket = new MemoryBucket()
-  return { sql, bucket, log: () => new CompletionLog(sql, new BlobStore(bucket), 'ses_bases') }
+  return { sql, bucket, log: () => new CompletionLog(sql, new BlobStore(bucket), 'ses_bases', budget ? { budget } : {}) }
 }
 
 function range(from: number, to: number): number[] {
@@ -93,8 +94,9 @@ describe('completion log: delta bases', () => {
     }
   })
 
-  it('bases are held in memory up to 24 MiB: an evicted one is rebuilt when compared (the choice depends on storage only)', async () => {
-    const { sql, log } = openLog()
+  it('bases are held in memory up to the budget: an evicted one is rebuilt when compared (the choice depends on storage only)', async () => {
+    const budget = new BaseBudget(24 * 1024 * 1024)
+    const { sql, log } = openLog(budget)
     const writer = log()
     // Two 14 MiB prompts (4 bytes an id): the second evicts the first.
     const n = 3_500_000
@@ -102,7 +104,9 @@ describe('completion log: delta bases', () => {
     const b = new Uint32Array(n).map((_, i) => n + i)
     await writer.record(input([], { prompt_token_ids: a }))
     await writer.record(input([], { prompt_token_ids: b, agent: 'other' }))
+    expect(writer.cachedBytes).toBeLessThan(24 * 1024 * 1024)
     await writer.record(input(range(0, 20)))
+    expect(budget.evictions).toBeGreaterThan(0)
     expect(placements(sql).map((row) => row.prompt_parent)).toEqual([null, null, 0])
     // Small prompts stay: the same third prompt after two small ones is coded against the first.
     const small = openLog()
