@@ -7,6 +7,8 @@
  *   (`session.status`) and every end (`session.finished`, kept in an outbox until it is written to a live,
  *   registered connection);
  * - heartbeats stage metrics (and sends one right after each stage change, so dispatch sees fresh load);
+ * - re-reads its engine's model and window (`/v1/models`) on every reconnect, every minute, and once a failed
+ *   engine call's engine answers again; a change goes to the edge in a heartbeat (`upstream`);
  * - drains (`drain()`: no new sessions, finish held ones, close "drained") and cancels (`cancel()`: stop
  *   everything, report partial results of sessions that reached RUNNING, close "shutdown" so the edge
  *   re-dispatches the rest).
@@ -26,10 +28,10 @@ export interface RunnerAgentOptions {
   runnerId: string
   stateDir: string
   upstreamUrl: string | null
-  /** Served model; discovered from the engine's `/v1/models` when null and an upstream is set. */
+  /** Served model, fixed; null: read from the engine's `/v1/models` (and read again, see `upstreamRefreshMs`). */
   servedModel: string | null
   upstreamKind?: 'vllm' | 'sglang' | 'openai'
-  /** The engine's context window; discovered with the model when null (reported at register). */
+  /** The engine's context window, fixed; null: read with the model (and read again when the engine restarts). */
   maxModelLen?: number | null
   capacity: Required<RunnerCapacity>
   handlers: StageHandlers<SessionJob, unknown>
@@ -37,8 +39,10 @@ export interface RunnerAgentOptions {
   evaluators?: string[]
   log(event: string, fields?: Record<string, unknown>): void
   backoff?: { baseMs: number; maxMs: number }
-  /** How often to ask an engine that was down at start for its model (default 5 s). */
+  /** How often to ask an engine that was down (at start, or after a failed call) for its model (default 5 s). */
   modelRetryMs?: number
+  /** How often to re-read the engine's model and window while all is well (default 60 s; 0: never). */
+  upstreamRefreshMs?: number
 }
 
 type HeldStatus = 'ASSIGNED' | 'INITIALIZING' | 'READY' | 'RUNNING'
@@ -63,6 +67,11 @@ export class RunnerAgent {
     this.#resolveRefused = resolve
   })
   #window: number | null
+  /** Connections registered so far (the first one's register frame carries what `start()` just read). */
+  #registrations = 0
+  /** Asking a failed engine until it answers again (one watch at a time). */
+  #engineWatch: Promise<void> | null = null
+  #refreshTimer: ReturnType<typeof setInterval> | null = null
   readonly startedAt = Date.now()
   readonly recent: { at: number; sessionId: string; status: string; reward: number | null }[] = []
 
@@ -86,9 +95,13 @@ export class RunnerAgent {
       runnerId: options.runnerId,
       secrets: new SecretStore(options.stateDir, options.runnerId),
       register: () => this.#registerFrame(),
-      heartbeat: () => ({ type: 'heartbeat', metrics: this.pipeline.metrics() }),
+      heartbeat: () => this.#heartbeatFrame(),
       onMessage: (message) => this.#onMessage(message),
-      onRegistered: () => this.#flushOutbox(),
+      onRegistered: () => {
+        this.#flushOutbox()
+        // A reconnect (the edge restarted, or the link dropped): the engine may have restarted meanwhile too.
+        if (++this.#registrations > 1) void this.#refreshUpstream()
+      },
       onDisconnected: (reason) => {
         this.#tunnelFeatures = null
         this.tunnel.abortAll(`edge link closed (${reason})`)
@@ -109,6 +122,7 @@ export class RunnerAgent {
         features: () => this.#tunnelFeatures,
       },
       log: options.log,
+      onEngineError: () => this.#watchEngine(),
     })
   }
 
@@ -137,6 +151,52 @@ export class RunnerAgent {
       await this.#discover(this.options.upstreamUrl, this.options.log)
     this.connection.start()
     if (this.options.upstreamUrl && !this.#model) void this.#awaitModel(this.options.upstreamUrl)
+    const refreshMs = this.options.upstreamRefreshMs ?? 60_000
+    if (this.options.upstreamUrl && refreshMs > 0) {
+      this.#refreshTimer = setInterval(() => void this.#refreshUpstream(), refreshMs)
+      this.#refreshTimer.unref()
+    }
+  }
+
+  /**
+   * Read the engine's model and window again (not from the cache) and, when they differ from what the edge was
+   * told, tell it: a restarted engine may serve another window (`--max-model-len`), and the edge lowers output
+   * budgets to the window the runner announced. Values given on the command line stay. Returns whether the
+   * engine answered. Only once the model is known (`#awaitModel` covers an engine that was never up).
+   */
+  async #refreshUpstream(): Promise<boolean> {
+    const upstreamUrl = this.options.upstreamUrl
+    if (!upstreamUrl || this.#stopped || this.#model === null) return true
+    const served = await discoverEngine(upstreamUrl, () => {}, { fresh: true })
+    if (served.id === null || this.#stopped) return false
+    const model = this.options.servedModel ?? served.id
+    const window = this.options.maxModelLen ?? served.maxModelLen
+    if (model === this.#model && window === this.#window) return true
+    this.options.log('upstream.changed', {
+      url: upstreamUrl,
+      model,
+      max_model_len: window,
+      was: { model: this.#model, max_model_len: this.#window },
+    })
+    this.#model = model
+    this.#window = window
+    // A heartbeat, not a second register: an assignment in flight is then never taken for lost. Not registered
+    // now: the next connection's register frame carries the new values.
+    if (this.connection.registered) this.connection.send({ ...this.#heartbeatFrame(), upstream: this.#upstream()! })
+    return true
+  }
+
+  /** An engine call failed without an answer: ask the engine until it answers again, then take what it serves. */
+  #watchEngine(): void {
+    if (this.#engineWatch || this.#model === null) return
+    const everyMs = this.options.modelRetryMs ?? 5_000
+    this.#engineWatch = (async () => {
+      while (!this.#stopped && !(await this.#refreshUpstream())) {
+        await new Promise((resolve) => setTimeout(resolve, everyMs).unref())
+      }
+    })().finally(() => {
+      this.#engineWatch = null
+    })
   }
 
   /**
@@ -192,6 +252,7 @@ export class RunnerAgent {
   async #stop(reason: 'drained' | 'shutdown'): Promise<void> {
     if (this.#stopped) return
     this.#stopped = true
+    if (this.#refreshTimer) clearInterval(this.#refreshTimer)
     this.tunnel.abortAll('runner stopping')
     this.tunnel.close()
     await this.connection.close(reason)
@@ -204,19 +265,26 @@ export class RunnerAgent {
       protocol_version: RUNNER_PROTOCOL_VERSION,
       runner_id: this.options.runnerId,
       capacity: this.options.capacity,
-      upstream:
-        this.options.upstreamUrl && this.#model
-          ? {
-              model: this.#model,
-              kind: this.options.upstreamKind ?? 'vllm',
-              ...(this.#window !== null ? { max_model_len: this.#window } : {}),
-            }
-          : null,
+      upstream: this.#upstream(),
       sessions: this.held(),
       labels: this.options.labels ?? {},
       ...(this.options.evaluators ? { evaluators: this.options.evaluators } : {}),
       capabilities: TUNNEL_CLIENT_CAPABILITIES,
     }
+  }
+
+  /** The engine as the edge is told about it; null without an engine or before its model is known. */
+  #upstream(): Extract<RunnerMessageInput, { type: 'register' }>['upstream'] {
+    if (!this.options.upstreamUrl || !this.#model) return null
+    return {
+      model: this.#model,
+      kind: this.options.upstreamKind ?? 'vllm',
+      ...(this.#window !== null ? { max_model_len: this.#window } : {}),
+    }
+  }
+
+  #heartbeatFrame(): Extract<RunnerMessageInput, { type: 'heartbeat' }> {
+    return { type: 'heartbeat', metrics: this.pipeline.metrics() }
   }
 
   #onMessage(message: EdgeMessage | EdgeBodyFrame): void {
@@ -351,9 +419,14 @@ export class RunnerAgent {
  * The engine's served model and context window (`GET /v1/models`, first model; the module the edge uses
  * too); nulls when it cannot be read (logged: without a window the edge cannot lower output budgets).
  */
-export async function discoverEngine(upstreamUrl: string, log: RunnerAgentOptions['log']): Promise<ServedModel> {
+export async function discoverEngine(
+  upstreamUrl: string,
+  log: RunnerAgentOptions['log'],
+  options: { fresh?: boolean } = {},
+): Promise<ServedModel> {
   const served = await discoverServedModel(upstreamUrl, {
     timeoutMs: 10_000,
+    ...options,
     onFailure: (reason) => log('upstream.unreachable', { url: upstreamUrl, error: reason }),
   })
   if (served.id !== null && served.maxModelLen === null) log('upstream.no_window', { url: upstreamUrl, model: served.id })

@@ -158,8 +158,10 @@ export async function runRunner(options: RunnerCommandOptions, handlers?: StageH
     runnerId: options.runnerId,
     stateDir: options.stateDir,
     upstreamUrl: upstream,
-    servedModel: model,
-    maxModelLen: engine.maxModelLen,
+    // What was given, not what was read: the agent reads the engine again (cached now) and keeps re-reading it,
+    // so a restarted engine's new window reaches the edge (`--served-model` stays fixed).
+    servedModel: options.servedModel ?? null,
+    maxModelLen: null,
     upstreamKind: options.upstreamKind,
     capacity,
     handlers:

@@ -66,6 +66,8 @@ export interface TunnelClientOptions {
   /** Largest request body accepted (characters, or bytes on a binary link), default 64 Mi. */
   maxBodyChars?: number
   log?(event: string, fields?: Record<string, unknown>): void
+  /** An engine call failed without an answer (refused, reset, timed out): the engine may be restarting. */
+  onEngineError?(): void
 }
 
 type IncomingFrame = EdgeBodyFrame | Extract<EdgeMessage, { type: 'tunnel.cancel' | 'tunnel.credit' }>
@@ -525,6 +527,7 @@ export class TunnelClient {
       const reason = `${timedOut ? 'engine timeout: ' : ''}${(error as Error).message}`
       this.#send({ type: 'tunnel.error', request_id: requestId, message: `local engine: ${reason}` })
       this.options.log?.('tunnel.error', { request_id: requestId, error: reason })
+      this.options.onEngineError?.()
     } finally {
       clearTimeout(timer)
       controller.signal.removeEventListener('abort', onAbort)

@@ -24,6 +24,7 @@ const NOTABLE = new Set([
   'runner.stopped',
   'runner.started',
   'upstream.unreachable',
+  'upstream.changed',
   'tunnel.error',
 ])
 

@@ -153,6 +153,13 @@ export const tunnelBodySchema = z.object({ type: z.literal('tunnel.body'), reque
 // Runner → edge
 // ---------------------------------------------------------------------------------------------
 
+/** The runner's local engine as it announces it (`register`, and `heartbeat` when it changed). */
+const runnerUpstreamSchema = z.object({
+  model: z.string().min(1),
+  kind: upstreamKindSchema.default('vllm'),
+  max_model_len: z.number().int().positive().optional(),
+})
+
 export const runnerMessageSchema = z.discriminatedUnion('type', [
   z.object({
     type: z.literal('register'),
@@ -164,10 +171,7 @@ export const runnerMessageSchema = z.discriminatedUnion('type', [
      * `max_model_len`: the engine's context window (its `/v1/models`), so the edge lowers output budgets
      * that do not fit; omitted (older runners, engines that do not say): budgets pass unchanged.
      */
-    upstream: z
-      .object({ model: z.string().min(1), kind: upstreamKindSchema.default('vllm'), max_model_len: z.number().int().positive().optional() })
-      .nullable()
-      .default(null),
+    upstream: runnerUpstreamSchema.nullable().default(null),
     /** Sessions still held after a reconnect, with their status (so none is re-dispatched or lost). */
     sessions: z.array(z.object({ session_id: z.string(), status: z.enum(['ASSIGNED', 'INITIALIZING', 'READY', 'RUNNING']) })).default([]),
     labels: z.record(z.string(), z.string()).default({}),
@@ -180,7 +184,16 @@ export const runnerMessageSchema = z.discriminatedUnion('type', [
     /** Optional tunnel features this runner speaks (`TUNNEL_CAPABILITY`); unknown names are ignored. */
     capabilities: z.array(z.string().min(1).max(64)).max(64).optional(),
   }),
-  z.object({ type: z.literal('heartbeat'), metrics: stageMetricsSchema }),
+  z.object({
+    type: z.literal('heartbeat'),
+    metrics: stageMetricsSchema,
+    /**
+     * Sent once when the runner's engine now serves another model or window than it last announced (the engine
+     * restarted): the edge takes it for sessions it dispatches from then on. Omitted: unchanged. (A heartbeat,
+     * not a second `register`, so assignments in flight are never taken for lost.)
+     */
+    upstream: runnerUpstreamSchema.optional(),
+  }),
   z.object({ type: z.literal('ack'), session_id: z.string(), accepted: z.boolean(), reason: z.string().nullable().default(null) }),
   z.object({ type: z.literal('session.status'), session_id: z.string(), status: runnerSessionStatusSchema }),
   z.object({

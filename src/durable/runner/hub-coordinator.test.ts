@@ -275,3 +275,19 @@ describe('hub coordinator: drain', () => {
 function emptyMetrics(): StageMetrics {
   return { init_queue_depth: 0, init_inflight: 0, ready_depth: 0, run_inflight: 1, postrun_queue_depth: 0, postrun_inflight: 0 }
 }
+
+describe('hub coordinator: engine window', () => {
+  it("a heartbeat's upstream (the runner's engine restarted with another window) replaces the one registered", async () => {
+    const db = new DatabaseSync(':memory:')
+    const hub = incarnation(db, { now: 1_000 }, new Set(['R1']))
+    const registry = new RunnerRegistry(new Sql(sqliteExecutor(db)))
+    const upstream = { model: 'm', kind: 'vllm' as const, max_model_len: 32_768 }
+    await hub.coordinator.onMessage('R1', { ...register([]), upstream }, false)
+    expect(registry.runner('R1')?.upstream).toEqual(upstream)
+    await hub.coordinator.onMessage('R1', { type: 'heartbeat', metrics: emptyMetrics() }, true)
+    expect(registry.runner('R1')?.upstream).toEqual(upstream)
+    const restarted = { ...upstream, max_model_len: 8_192 }
+    await hub.coordinator.onMessage('R1', { type: 'heartbeat', metrics: emptyMetrics(), upstream: restarted }, true)
+    expect(registry.runner('R1')?.upstream).toEqual(restarted)
+  })
+})

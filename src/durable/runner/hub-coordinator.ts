@@ -144,6 +144,7 @@ export class HubCoordinator {
     switch (message.type) {
       case 'heartbeat':
         registry.heartbeat(runnerId, message.metrics, this.#deps.now())
+        if (message.upstream) registry.setUpstream(runnerId, message.upstream)
         // Not awaited: the runner's link forwards its messages in order, so awaiting a dispatch loop that is busy
         // (e.g. a large submit being enqueued) would hold this runner's acks behind it until their deadline passed.
         this.#kick()

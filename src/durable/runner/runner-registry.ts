@@ -208,6 +208,11 @@ export class RunnerRegistry {
     )
   }
 
+  /** The runner's engine now serves another model or window (its heartbeat said so). */
+  setUpstream(runnerId: string, upstream: NonNullable<RunnerRow['upstream']>): void {
+    this.#sql.run('UPDATE hub_runners SET upstream = ? WHERE runner_id = ?', JSON.stringify(upstream), runnerId)
+  }
+
   touch(runnerId: string, now: number): void {
     this.#sql.run('UPDATE hub_runners SET last_seen = ? WHERE runner_id = ?', now, runnerId)
   }

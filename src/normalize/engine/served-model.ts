@@ -37,12 +37,19 @@ export function parseServedModels(body: unknown): ServedModel {
  */
 export async function discoverServedModel(
   upstreamUrl: string,
-  options: { timeoutMs: number; fetch?: typeof fetch; now?: () => number; onFailure?: (reason: string) => void },
+  options: {
+    timeoutMs: number
+    fetch?: typeof fetch
+    now?: () => number
+    onFailure?: (reason: string) => void
+    /** Ask the engine even when a cached answer is fresh (a runner re-reading its engine after a restart). */
+    fresh?: boolean
+  },
 ): Promise<ServedModel> {
   const base = upstreamUrl.replace(/\/+$/, '').replace(/\/v1$/, '')
   const now = (options.now ?? Date.now)()
   const hit = cache.get(base)
-  if (hit && now - hit.at < SERVED_MODEL_TTL_MS) return hit.model
+  if (hit && !options.fresh && now - hit.at < SERVED_MODEL_TTL_MS) return hit.model
   try {
     const response = await (options.fetch ?? fetch)(`${base}/v1/models`, { signal: AbortSignal.timeout(options.timeoutMs) })
     if (!response.ok) {

@@ -2,7 +2,7 @@
  * The runner agent's protocol duties against a scripted edge (a real `ws` server): acknowledge and run
  * assignments reporting each status, refuse new work while draining, keep a result that finished while the
  * link was down (listed as held at re-registration, sent once registered), and stop silently what the edge
- * drops after a reconnect.
+ * drops after a reconnect; and tell the edge when its engine comes back with another window.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
@@ -116,7 +116,7 @@ async function until(check: () => boolean, label: string): Promise<void> {
   }
 }
 
-async function start(edge: Edge, extra: { upstreamUrl?: string; modelRetryMs?: number } = {}) {
+async function start(edge: Edge, extra: { upstreamUrl?: string; modelRetryMs?: number; upstreamRefreshMs?: number } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'rollgate-agent-'))
   const stages = new ManualStages()
   const agent = new RunnerAgent({
@@ -127,6 +127,7 @@ async function start(edge: Edge, extra: { upstreamUrl?: string; modelRetryMs?: n
     upstreamUrl: extra.upstreamUrl ?? null,
     servedModel: null,
     ...(extra.modelRetryMs ? { modelRetryMs: extra.modelRetryMs } : {}),
+    upstreamRefreshMs: extra.upstreamRefreshMs ?? 0,
     capacity: { max_init_workers: 2, max_run_workers: 2, max_postrun_workers: 2, ready_buffer: 2 },
     handlers: stages as unknown as StageHandlers<SessionJob, unknown>,
     log: () => {},
@@ -165,6 +166,65 @@ describe('runner agent protocol', () => {
     await until(() => registers().length === 2, 'second register')
     expect(registers()[1]?.upstream).toEqual({ model: 'm-1', kind: 'vllm' })
     expect(edge.connections).toBe(1)
+  })
+
+  it("a restarted engine's new window reaches the edge in a heartbeat: after a failed call once it answers, on reconnect, and on the periodic re-read", async () => {
+    // The engine: /v1/models says its window; while `down`, every call is refused mid-way (socket destroyed).
+    const engineState = { window: 32_768, down: false, modelsAsked: 0 }
+    const engine = createServer((request, response) => {
+      if (engineState.down) {
+        request.socket.destroy()
+        return
+      }
+      if (request.url === '/v1/models') {
+        engineState.modelsAsked++
+        response.writeHead(200, { 'content-type': 'application/json' })
+        response.end(JSON.stringify({ data: [{ id: 'm-1', max_model_len: engineState.window }] }))
+      } else response.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+    })
+    await new Promise<void>((resolve) => engine.listen(0, '127.0.0.1', resolve))
+    cleanups.push(() => new Promise<void>((resolve) => engine.close(() => resolve())))
+    const address = engine.address()
+    const upstreamUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`
+    const edge = await scriptedEdge()
+    const { agent } = await start(edge, { upstreamUrl, modelRetryMs: 20 })
+    const registers = () => of(edge, 'register') as Extract<RunnerMessageInput, { type: 'register' }>[]
+    const announced = () =>
+      (of(edge, 'heartbeat') as Extract<RunnerMessageInput, { type: 'heartbeat' }>[]).flatMap((beat) =>
+        beat.upstream ? [beat.upstream] : [],
+      )
+    expect(registers()[0]?.upstream).toEqual({ model: 'm-1', kind: 'vllm', max_model_len: 32_768 })
+
+    // 1. The engine goes down and comes back with another window: a tunnelled call fails, the runner asks
+    //    /v1/models until it answers, then tells the edge (a heartbeat, on the same connection).
+    engineState.down = true
+    engineState.window = 8_192
+    const asked = engineState.modelsAsked
+    const request = { type: 'tunnel.request', method: 'POST', path: '/v1/chat/completions', headers: {}, more: false, timeout_ms: 5_000 }
+    edge.send({ ...request, request_id: 'q1', body: '{}' })
+    await until(() => of(edge, 'tunnel.error').length === 1, 'the failed call')
+    engineState.down = false
+    await until(() => announced().length === 1, 'the new window announced')
+    expect(announced()[0]).toEqual({ model: 'm-1', kind: 'vllm', max_model_len: 8_192 })
+    expect(engineState.modelsAsked).toBeGreaterThan(asked)
+    expect({ connections: edge.connections, registers: registers().length }).toEqual({ connections: 1, registers: 1 })
+
+    // 2. The link drops and the engine restarted meanwhile: re-read once registered again.
+    engineState.window = 16_384
+    edge.socket().terminate()
+    await until(() => announced().length === 2, 'the window re-read after the reconnect')
+    expect(announced()[1]).toEqual({ model: 'm-1', kind: 'vllm', max_model_len: 16_384 })
+    expect(edge.connections).toBe(2)
+
+    // 3. Nothing failed and the link stayed: the periodic re-read (off in this agent) is the only way to notice.
+    engineState.window = 4_096
+    edge.send({ ...request, request_id: 'q2', body: '{}' })
+    await until(() => of(edge, 'tunnel.head').length === 1, 'an answered call')
+    expect(announced()).toHaveLength(2)
+    await agent.connection.close('shutdown')
+    await start(edge, { upstreamUrl, upstreamRefreshMs: 20 })
+    engineState.window = 2_048
+    await until(() => announced().some((upstream) => upstream.max_model_len === 2_048), 'the periodic re-read')
   })
 
   it('acks an assignment and reports INITIALIZING → READY → RUNNING, then session.finished', async () => {
