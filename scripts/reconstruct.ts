@@ -12,7 +12,7 @@
  * refused: the rest of the session is missing); the records may be Rollgate's or
  * in Polar's `CompletionRecord` shape (`?format=polar`, or a Polar gateway's records). `trajectory` and
  * `session_result` print one JSON document; the other formats print JSON Lines. Format names are the edge's
- * (`?format=` of `GET …/trajectory`); `session-result` is accepted too. `--help` prints the options and exits 0; a
+ * (`?format=` of `GET …/trajectory`; `slime` is offline only); `session-result` is accepted too. `--help` prints the options and exits 0; a
  * bad option or input exits 2 naming the option (an unknown or missing one also prints the options), as
  * `rollgate`'s usage and input errors do.
  */

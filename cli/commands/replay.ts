@@ -20,12 +20,29 @@ interface ReplayOptions extends CommonOptions {
   strict: boolean
 }
 
+/** The `--records` dump; a file that cannot be read or is not JSON is a usage error naming it (exit 2). */
+function readRecordsFile(file: string): { completions?: unknown[]; session_id?: unknown } | unknown[] {
+  let text: string
+  try {
+    text = readFileSync(file, 'utf8')
+  } catch (error) {
+    throw new UsageError(`--records ${file}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+  }
+  try {
+    return JSON.parse(text) as { completions?: unknown[]; session_id?: unknown } | unknown[]
+  } catch (error) {
+    throw new UsageError(`--records ${file} is not JSON: ${(error as Error).message}`)
+  }
+}
+
 async function recordedRecords(sessionId: string | undefined, options: ReplayOptions): Promise<CompletionRecord[]> {
   if (options.records) {
-    const parsed = JSON.parse(readFileSync(options.records, 'utf8')) as { completions?: unknown[]; session_id?: unknown } | unknown[]
+    const parsed = readRecordsFile(options.records)
     const partial = partialPageMessage(parsed)
     if (partial) throw new UsageError(`--records ${options.records}: ${partial}`)
-    const list = Array.isArray(parsed) ? parsed : (parsed.completions ?? [])
+    const list = Array.isArray(parsed) ? parsed : parsed?.completions
+    if (!Array.isArray(list))
+      throw new UsageError(`--records ${options.records}: not a completions dump (GET …/completions output, or its completions array)`)
     // `?format=polar` dumps (token data in a vLLM-shaped `response`) are read as scripts/reconstruct.ts reads them.
     if (list.length > 0 && isPolarRecord(list[0])) {
       const sessionId = Array.isArray(parsed) || typeof parsed.session_id !== 'string' ? undefined : parsed.session_id

@@ -46,6 +46,17 @@ describe('rollgate: a mistyped command, flag or choice exits 2 (bad input), as t
       expect(result.status).toBe(2)
     }, 60_000)
   }
+  it('replay --records with a file that is missing or not JSON names it and exits 2 (no stack trace)', () => {
+    for (const [file, message] of [
+      ['/nonexistent/records.json', /^rollgate: --records \/nonexistent\/records\.json: cannot read it \(ENOENT\)\n$/],
+      ['package.json', /^rollgate: --records package\.json: not a completions dump/],
+      ['README.md', /^rollgate: --records README\.md is not JSON: /],
+    ] as const) {
+      const result = run('cli/rollgate.ts', 'replay', '--records', file)
+      expect(result.stderr, file).toMatch(message)
+      expect(result.status, file).toBe(2)
+    }
+  }, 60_000)
   it('--help still exits 0', () => {
     expect(run('cli/rollgate.ts', 'status', '--help').status).toBe(0)
   }, 60_000)
