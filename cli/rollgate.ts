@@ -9,6 +9,13 @@ import { Command } from 'commander'
 import { COMMANDS } from './commands/index.ts'
 import { EXIT } from './lib/common-options.ts'
 
+// `rollgate export s1 | head`: the reader went away. Stop quietly, as other command-line tools do, instead of
+// dying on an EPIPE stack trace (a write error that is not that is still thrown).
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(EXIT.ok)
+  throw error
+})
+
 const program = new Command('rollgate')
   .description('Token-faithful capture gateway for RL on coding agents: edge, runner, rollouts and exports')
   .showHelpAfterError()

@@ -3,7 +3,10 @@
  * `npm run dev:stack` / `rollgate dev`, and how `rollgate submit` prints the edge's submit warnings.
  * The scripts run as processes (they exit before starting anything).
  */
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
+import { once } from 'node:events'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { drainTimeoutSeconds } from '../../cli/commands/gate.ts'
@@ -78,6 +81,36 @@ it('dev:stack names the policies when --policy is not one', () => {
   const result = run('scripts/dev-stack.ts', '--policy', 'smart')
   expect(result.status).toBe(2)
   expect(result.stderr).toMatch(/^error: --policy must be one of scripted, script, drift, solver, solver-subagent, got "smart"/)
+}, 60_000)
+
+it('rollgate export into a reader that stops early (`| head`) ends quietly, exit 0, no EPIPE stack trace', async () => {
+  // A stand-in edge that streams a large export; the reader takes its first chunk and closes the pipe.
+  const edge = createServer((_request, response) => {
+    response.writeHead(200, { 'content-type': 'application/json' })
+    const chunk = `${'x'.repeat(64 * 1024)}`
+    let sent = 0
+    const more = () => {
+      while (sent < 256 && response.write(chunk)) sent++
+      if (sent >= 256) response.end()
+      else response.once('drain', more)
+    }
+    more()
+  })
+  await new Promise<void>((resolve) => edge.listen(0, '127.0.0.1', resolve))
+  try {
+    const address = edge.address() as AddressInfo
+    const child = spawn(process.execPath, ['cli/rollgate.ts', 'export', 's1', '--edge', `http://127.0.0.1:${address.port}`], { cwd: ROOT })
+    let stderr = ''
+    child.stderr.on('data', (data) => {
+      stderr += data
+    })
+    await once(child.stdout, 'data')
+    child.stdout.destroy()
+    const [code] = (await once(child, 'exit')) as [number | null]
+    expect({ code, stderr }).toEqual({ code: 0, stderr: '' })
+  } finally {
+    await new Promise<void>((resolve) => edge.close(() => resolve()))
+  }
 }, 60_000)
 
 describe('rollgate submit', () => {
