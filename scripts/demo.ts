@@ -14,18 +14,19 @@ import { randomBytes } from 'node:crypto'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { parseArgs } from './lib/cli-args.ts'
+import { parseArgs, usageError } from './lib/cli-args.ts'
 import { EdgeClient } from '../cli/lib/edge-client.ts'
 import { watchTask } from '../cli/lib/task-watch.ts'
 import { startEngine } from '../engine/server.ts'
 import { DEFAULT_HARNESS, getHarness } from '../runner/harness/index.ts'
 import { ensureHarnessInstalled } from '../runner/harness/install.ts'
+import { HARNESS_NAMES } from '../src/contract/harness-names.ts'
 import type { SessionResult, Trajectory } from '../src/contract/trajectory.ts'
 import { toJsonl, toNemoGymRows, toSftRows, toSlimeSamples } from '../src/reconstruct/index.ts'
 import { loadTaskFile } from '../tasks/load.ts'
 import { REPO_ROOT, startEdge } from './lib/processes.ts'
 
-const { values } = parseArgs({
+const ARGS = {
   options: {
     harness: { type: 'string', default: DEFAULT_HARNESS },
     samples: { type: 'string', default: '4' },
@@ -36,7 +37,18 @@ const { values } = parseArgs({
     'timeout-seconds': { type: 'string', default: '900' },
     verbose: { type: 'boolean', default: false },
   },
-})
+} as const
+const { values } = parseArgs(
+  ARGS,
+  `A real rollout on this machine: the stand-in engine, the edge (wrangler dev) and a local runner; --samples
+sessions of --harness solve tasks/fix-stats; then a summary table, and slime / NeMo Gym / SFT exports in --out.
+Everything it starts stops when it ends (also on Ctrl-C).
+--harness: ${HARNESS_NAMES.join(', ')}`,
+)
+if (!(HARNESS_NAMES as readonly string[]).includes(values.harness))
+  usageError(ARGS, `--harness: unknown harness "${values.harness}" (known: ${HARNESS_NAMES.join(', ')})`)
+if (!/^\d+$/.test(values.samples) || Number(values.samples) < 1 || Number(values.samples) > 32)
+  usageError(ARGS, `--samples must be an integer from 1 to 32, got "${values.samples}"`)
 
 const CLI = fileURLToPath(new URL('../cli/rollgate.ts', import.meta.url))
 const TASK_FILE = join(REPO_ROOT, 'tasks/fix-stats/task.json')
@@ -86,7 +98,6 @@ function pad(text: string, width: number): string {
 
 async function main(): Promise<number> {
   const harness = getHarness(values.harness ?? DEFAULT_HARNESS)
-  if (!Number.isInteger(samples) || samples < 1 || samples > 32) throw new Error('--samples must be 1–32')
   if (harness.pkg) {
     const cli = await ensureHarnessInstalled(harness.pkg)
     say(`harness ${harness.name} ${harness.pkg.version}  (${cli.source}: ${cli.bin})`)

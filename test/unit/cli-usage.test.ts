@@ -77,6 +77,16 @@ it('npm run engine: a mistyped flag or value says which and exits 2', () => {
   }
 }, 60_000)
 
+it('npm run demo checks --harness and --samples before starting anything (exit 2, the known harnesses named)', () => {
+  const harness = run('scripts/demo.ts', '--harness', 'qwen-code')
+  expect(harness.status).toBe(2)
+  expect(harness.stderr).toMatch(/^error: --harness: unknown harness "qwen-code" \(known: codex, claude_code, .*qwen_code/)
+  expect(harness.stdout).toBe('')
+  const samples = run('scripts/demo.ts', '--samples', '0')
+  expect(samples.status).toBe(2)
+  expect(samples.stderr).toMatch(/^error: --samples must be an integer from 1 to 32, got "0"/)
+}, 60_000)
+
 it('dev:stack names the policies when --policy is not one', () => {
   const result = run('scripts/dev-stack.ts', '--policy', 'smart')
   expect(result.status).toBe(2)
