@@ -10,6 +10,7 @@ import { type Command, Option } from 'commander'
 import type { TaskRequestInput, TaskSubmitResponse } from '../../src/contract/rollout.ts'
 import type { SessionResult } from '../../src/contract/trajectory.ts'
 import { action, type CommonOptions, EXIT, edgeClient, output, UsageError, withEdgeOptions } from '../lib/common-options.ts'
+import { EdgeError } from '../lib/edge-client.ts'
 import { resolveUploadSources } from '../../tasks/load.ts'
 import { WatchTimeoutError, watchTask } from '../lib/task-watch.ts'
 
@@ -97,7 +98,7 @@ export function register(program: Command): void {
       .command('submit')
       .description('submit a TaskRequest and follow it until done')
       .argument('[file]', 'TaskRequest JSON file, or a task folder holding task.json (- for stdin)')
-      .option('--task-id <id>', 'task id (default: generated)')
+      .option('--task-id <id>', "task id (default: the file's, else generated)")
       .option('--instruction <text>', 'instruction (overrides the file)')
       .option('--harness <name>', 'agent harness (codex, claude_code, gemini_cli, qwen_code, opencode, pi, shell)')
       .option('--samples <n>', "num_samples (default: the file's, else 1)")
@@ -109,7 +110,18 @@ export function register(program: Command): void {
       const client = edgeClient(options)
       const task = taskFromInputs(file, options)
       const timeout = timeoutMs(options.timeout)
-      const submitted = await client.submitTask(task)
+      const submitted = await client.submitTask(task).catch((error: unknown) => {
+        // The same task file twice while its first run goes on: say how to run it again alongside.
+        if (
+          error instanceof EdgeError &&
+          error.status === 409 &&
+          (error.body as { error?: { param?: unknown } })?.error?.param === 'task_id'
+        )
+          throw new UsageError(
+            `${error.message} (submit it again under another --task-id, or follow it: rollgate status ${String(task.task_id)})`,
+          )
+        throw error
+      })
       process.stderr.write(warningLines(submitted.warnings))
       if (!options.wait) {
         output(options, submitted, () => `submitted ${submitted.task_id}`)

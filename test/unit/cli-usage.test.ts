@@ -123,6 +123,36 @@ it('rollgate export into a reader that stops early (`| head`) ends quietly, exit
   }
 }, 60_000)
 
+it('rollgate submit of a task whose earlier run goes on says how to run it again (exit 2)', async () => {
+  // The edge's answer to a task id still running (src/worker/routes/rollout.ts).
+  const edge = createServer((_request, response) => {
+    response.writeHead(409, { 'content-type': 'application/json' })
+    response.end(JSON.stringify({ error: { message: 'task fix-stats is still running', type: 'invalid_request_error', param: 'task_id', code: null } }))
+  })
+  await new Promise<void>((resolve) => edge.listen(0, '127.0.0.1', resolve))
+  try {
+    const address = edge.address() as AddressInfo
+    const child = spawn(
+      process.execPath,
+      ['cli/rollgate.ts', 'submit', 'tasks/fix-stats', '--no-wait', '--edge', `http://127.0.0.1:${address.port}`],
+      {
+        cwd: ROOT,
+      },
+    )
+    let stderr = ''
+    child.stderr.on('data', (data) => {
+      stderr += data
+    })
+    const [code] = (await once(child, 'exit')) as [number | null]
+    expect(code).toBe(2)
+    expect(stderr).toBe(
+      'rollgate: POST /rollout/task/submit → 409: task fix-stats is still running (submit it again under another --task-id, or follow it: rollgate status fix-stats)\n',
+    )
+  } finally {
+    await new Promise<void>((resolve) => edge.close(() => resolve()))
+  }
+}, 60_000)
+
 describe('rollgate submit', () => {
   it('prints each submit warning as one line with its code and message', () => {
     expect(
