@@ -127,7 +127,11 @@ it('rollgate submit of a task whose earlier run goes on says how to run it again
   // The edge's answer to a task id still running (src/worker/routes/rollout.ts).
   const edge = createServer((_request, response) => {
     response.writeHead(409, { 'content-type': 'application/json' })
-    response.end(JSON.stringify({ error: { message: 'task fix-stats is still running', type: 'invalid_request_error', param: 'task_id', code: null } }))
+    response.end(
+      JSON.stringify({
+        error: { message: 'task fix-stats is still running', type: 'invalid_request_error', param: 'task_id', code: null },
+      }),
+    )
   })
   await new Promise<void>((resolve) => edge.listen(0, '127.0.0.1', resolve))
   try {
