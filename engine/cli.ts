@@ -7,6 +7,7 @@
 
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
+import { z } from 'zod'
 import { isPolicyName, POLICY_NAMES } from './policy/registry.ts'
 import { type ScriptTurn, scriptSchema } from './policy/script.ts'
 import { DEFAULT_HOST, DEFAULT_MAX_MODEL_LEN, DEFAULT_SERVED_MODEL, startEngine } from './server.ts'
@@ -42,9 +43,22 @@ function integerOption(values: Record<string, unknown>, name: string, fallback: 
   return value
 }
 
+/** The `--script` turns; a file that cannot be read, is not JSON or not a list of turns is a usage error (exit 2). */
 function loadScript(path: string): ScriptTurn[] {
-  const parsed = scriptSchema.safeParse(JSON.parse(readFileSync(path, 'utf8')))
-  if (!parsed.success) throw new Error(`--script ${path}: ${parsed.error.message}`)
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (error) {
+    throw new UsageError(`--script ${path}: cannot read it (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`)
+  }
+  let json: unknown
+  try {
+    json = JSON.parse(text)
+  } catch (error) {
+    throw new UsageError(`--script ${path} is not JSON: ${(error as Error).message}`)
+  }
+  const parsed = scriptSchema.safeParse(json)
+  if (!parsed.success) throw new UsageError(`--script ${path}: ${z.prettifyError(parsed.error).replaceAll('\n', '; ')}`)
   return parsed.data
 }
 

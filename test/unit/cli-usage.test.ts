@@ -70,9 +70,13 @@ it('npm run engine: a mistyped flag or value says which and exits 2', () => {
     [['--prot', '1'], "error: Unknown option '--prot'"],
     [['--port', 'x'], 'error: --port must be a non-negative number, got "x"'],
     [['--policy', 'smart'], 'error: --policy must be one of scripted, script, drift, solver, solver-subagent, got "smart"'],
+    [['--script', '/nonexistent/turns.json'], 'error: --script /nonexistent/turns.json: cannot read it (ENOENT)'],
+    [['--script', 'README.md'], 'error: --script README.md is not JSON: '],
+    [['--script', 'package.json'], 'error: --script package.json: ✖ Invalid input: expected array, received object'],
   ] as const) {
     const result = run('engine/cli.ts', ...args)
-    expect(result.stderr.startsWith(`${message}\n\nusage: npm run engine -- [options]`), result.stderr).toBe(true)
+    expect(result.stderr.startsWith(message), result.stderr).toBe(true)
+    expect(result.stderr.split('\n')[2], args.join(' ')).toBe('usage: npm run engine -- [options]   (also: npx rollgate engine …)')
     expect(result.status, args.join(' ')).toBe(2)
   }
 }, 60_000)
