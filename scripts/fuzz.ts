@@ -9,19 +9,26 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from './lib/cli-args.ts'
+import { numberOption, parseArgs } from './lib/cli-args.ts'
 import { startEngine } from '../engine/server.ts'
 import { startMiniflareEdge } from './lib/miniflare-edge.ts'
 import { REPO_ROOT } from './lib/processes.ts'
 
-const { values } = parseArgs({
+const ARGS = {
   options: {
     requests: { type: 'string', default: '10000' },
     seed: { type: 'string', default: '1' },
     concurrency: { type: 'string', default: '8' },
     'max-seconds': { type: 'string', default: '600' },
   },
-})
+} as const
+const { values } = parseArgs(ARGS)
+const flags = {
+  requests: numberOption(ARGS, 'requests', values.requests, { integer: true, min: 1 }),
+  seed: numberOption(ARGS, 'seed', values.seed, { integer: true }),
+  concurrency: numberOption(ARGS, 'concurrency', values.concurrency, { integer: true, min: 1, max: 256 }),
+  maxSeconds: numberOption(ARGS, 'max-seconds', values['max-seconds'], { min: 1 }),
+}
 const ADMIN = 'fuzz-admin-token'
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json }
@@ -185,9 +192,9 @@ try {
     await fetch(`${edge.url}/v1/sessions`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}` }, body: '{}' })
   ).json()) as { token: string }
   const seeds = loadSeeds()
-  const random = rng(Number(values.seed))
-  const total = Number(values.requests)
-  const deadline = Date.now() + Number(values['max-seconds']) * 1000
+  const random = rng(flags.seed)
+  const total = flags.requests
+  const deadline = Date.now() + flags.maxSeconds * 1000
   let issued = 0
   let failuresSaved = 0
   const worker = async () => {
@@ -227,7 +234,7 @@ try {
     }
   }
   const started = Date.now()
-  await Promise.all(Array.from({ length: Number(values.concurrency) }, worker))
+  await Promise.all(Array.from({ length: flags.concurrency }, worker))
   const seconds = (Date.now() - started) / 1000
   console.log(`${issued} mutated requests in ${seconds.toFixed(1)} s across ${Object.keys(byApi).length} APIs (${seeds.length} seeds)`)
   for (const [api, bucket] of Object.entries(byApi)) console.log(`  ${api.padEnd(17)} ${JSON.stringify(bucket)}`)

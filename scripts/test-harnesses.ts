@@ -40,7 +40,7 @@ import { cliVariants } from '../runner/harness/index.ts'
 import { ensureHarnessInstalled } from '../runner/harness/install.ts'
 import type { Trajectory } from '../src/contract/trajectory.ts'
 import { loadTaskFile } from '../tasks/load.ts'
-import { parseArgs } from './lib/cli-args.ts'
+import { numberOption, parseArgs, usageError } from './lib/cli-args.ts'
 import { startEngineTap } from './lib/engine-tap.ts'
 import { REPO_ROOT, startEdge } from './lib/processes.ts'
 import {
@@ -64,21 +64,18 @@ interface Options {
   verbose: boolean
 }
 
+const ARGS = {
+  options: {
+    only: { type: 'string' },
+    'timeout-s': { type: 'string', default: '600' },
+    keep: { type: 'boolean', default: false },
+    verbose: { type: 'boolean', default: false },
+  },
+} as const
+
 function parseOptions(argv: string[]): Options {
-  const { values } = parseArgs({
-    args: argv,
-    options: {
-      only: { type: 'string' },
-      'timeout-s': { type: 'string', default: '600' },
-      keep: { type: 'boolean', default: false },
-      verbose: { type: 'boolean', default: false },
-    },
-  })
-  const timeoutS = Number(values['timeout-s'])
-  if (!/^\d+(\.\d+)?$/.test(values['timeout-s']) || timeoutS <= 0) {
-    process.stderr.write(`error: --timeout-s must be a positive number of seconds, got ${JSON.stringify(values['timeout-s'])}\n`)
-    process.exit(2)
-  }
+  const { values } = parseArgs({ ...ARGS, args: argv })
+  const timeoutS = numberOption(ARGS, 'timeout-s', values['timeout-s'], { min: 1 })
   return {
     only: values.only === undefined ? null : values.only.split(',').filter(Boolean),
     timeoutMs: timeoutS * 1000,
@@ -115,7 +112,7 @@ async function main(): Promise<number> {
     entry.variant.id === name || entry.harness.name === name || entry.harness.name.replaceAll('_', '-') === name
   const variants = options.only ? all.filter((entry) => options.only!.some((name) => matches(entry, name))) : all
   if (variants.length === 0)
-    throw new Error(`no variant matches --only ${options.only?.join(',')}; known: ${all.map((e) => e.variant.id).join(', ')}`)
+    usageError(ARGS, `--only: no variant matches ${options.only?.join(',')} (known: ${all.map((e) => e.variant.id).join(', ')})`)
 
   // 1. The pinned CLIs, installed once per host.
   const installs: Record<string, { source: string; seconds: number }> = {}

@@ -65,3 +65,23 @@ export function usageError(config: ParseArgsConfig, message: string): never {
   process.stderr.write(`error: ${message}\n\n${usageText(config.options ?? {})}\n`)
   process.exit(2)
 }
+
+type NumberBounds = { integer?: boolean; min?: number; max?: number }
+
+/** Why a numeric option's text is not a plain decimal number within bounds (`1e3`, `0x10`, `x`, empty), or null. */
+export function numberOptionProblem(name: string, value: string, bounds: NumberBounds = {}): string | null {
+  const { integer = false, min = Number.NEGATIVE_INFINITY, max = Number.POSITIVE_INFINITY } = bounds
+  const number = (integer ? /^-?\d+$/ : /^-?\d+(\.\d+)?$/).test(value) ? Number(value) : Number.NaN
+  if (number >= min && number <= max) return null
+  const range = [min > Number.NEGATIVE_INFINITY ? `≥ ${min}` : '', max < Number.POSITIVE_INFINITY ? `≤ ${max}` : '']
+    .filter(Boolean)
+    .join(' and ')
+  return `--${name} must be ${integer ? 'an integer' : 'a number'}${range ? ` ${range}` : ''}, got "${value}"`
+}
+
+/** A numeric option's value, or the usage error naming it (exit 2): never a NaN that runs zero requests. */
+export function numberOption(config: ParseArgsConfig, name: string, value: string, bounds: NumberBounds = {}): number {
+  const problem = numberOptionProblem(name, value, bounds)
+  if (problem) usageError(config, problem)
+  return Number(value)
+}

@@ -4,7 +4,7 @@
  */
 import { spawnSync } from 'node:child_process'
 import { describe, expect, it } from 'vitest'
-import { parseCliArgs, usageText } from '../../scripts/lib/cli-args.ts'
+import { numberOptionProblem, parseCliArgs, usageText } from '../../scripts/lib/cli-args.ts'
 
 const options = {
   rounds: { type: 'string', default: '2' },
@@ -39,6 +39,21 @@ describe('script arguments', () => {
     expect(missing.kind === 'error' && missing.text).toMatch(/^error: Option '--rounds <value>' argument missing/)
     const ok = parseCliArgs({ options, args: ['--rounds', '5', '--only', 'a', '--only', 'b'] }, 'cmd')
     expect(ok).toEqual({ kind: 'ok', parsed: { values: { rounds: '5', only: ['a', 'b'], verbose: false }, positionals: [] } })
+  })
+
+  it('takes a numeric option only as a plain decimal number within its bounds', () => {
+    expect(numberOptionProblem('requests', '200', { integer: true, min: 1 })).toBeNull()
+    expect(numberOptionProblem('scale', '0.5', { min: 0, max: 1 })).toBeNull()
+    expect(numberOptionProblem('seed', '-3', { integer: true })).toBeNull()
+    for (const value of ['x', '', '1e3', '0x10', ' 5', '1.5']) {
+      expect(numberOptionProblem('requests', value, { integer: true, min: 1 }), value).toBe(
+        `--requests must be an integer ≥ 1, got "${value}"`,
+      )
+    }
+    expect(numberOptionProblem('concurrency', '0', { integer: true, min: 1, max: 256 })).toBe(
+      '--concurrency must be an integer ≥ 1 and ≤ 256, got "0"',
+    )
+    expect(numberOptionProblem('scale', '2', { max: 1 })).toBe('--scale must be a number ≤ 1, got "2"')
   })
 
   // One node process per case (a benchmark's entry point): the budget is a process start on a loaded machine.
