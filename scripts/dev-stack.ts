@@ -4,7 +4,7 @@
  * `.state/`) on :8787 together, until Ctrl-C. Ports: `--engine-port`, `--port`.
  */
 import { edgeVarsFromEnv } from './dev.ts'
-import { startEdge } from './lib/processes.ts'
+import { assertPortFree, PortInUseError, startEdge } from './lib/processes.ts'
 import { scriptArgs } from './lib/script-args.ts'
 
 const USAGE = `Usage: npm run dev:stack -- [--port 8787] [--engine-port 8000] [--policy scripted] [--max-model-len 262144] [--persist-to .state]   (also: npx rollgate dev --stack …)
@@ -35,14 +35,27 @@ if (!(Number.isSafeInteger(maxModelLen) && maxModelLen > 0)) {
   process.stderr.write(`error: --max-model-len must be a positive integer, got "${values['max-model-len']}"\n\n${USAGE}\n`)
   process.exit(2)
 }
+/** A taken port is one line saying which (exit 1), not a stack trace; anything else still throws. */
+function portTaken(error: unknown, flag: string, port: string): never {
+  const code = (error as NodeJS.ErrnoException).code
+  if (!(error instanceof PortInUseError) && code !== 'EADDRINUSE') throw error
+  process.stderr.write(
+    `error: ${error instanceof PortInUseError ? error.message : `port ${port} is already in use (another engine still running?): stop it, or pick another with ${flag}`}\n`,
+  )
+  process.exit(1)
+}
+await assertPortFree(Number(values.port)).catch((error: unknown) => portTaken(error, '--port', values.port))
 const engine = await startEngine({
   port: Number(values['engine-port']),
   policy: values.policy as (typeof POLICY_NAMES)[number],
   maxModelLen,
-})
+}).catch((error: unknown) => portTaken(error, '--engine-port', values['engine-port']))
 const vars: Record<string, string> = { ...edgeVarsFromEnv(), ROLLGATE_UPSTREAM_URL: engine.url }
 const adminToken = vars.ROLLGATE_ADMIN_TOKEN ?? ''
-const edge = await startEdge({ port: Number(values.port), persistTo: values['persist-to'], vars })
+const edge = await startEdge({ port: Number(values.port), persistTo: values['persist-to'], vars }).catch(async (error: unknown) => {
+  await engine.close()
+  return portTaken(error, '--port', values.port)
+})
 console.log(
   `engine ${engine.url}  (policy ${values.policy}, window ${maxModelLen} tokens)\nedge   ${edge.url}  (admin token: ${adminToken})`,
 )

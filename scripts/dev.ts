@@ -4,7 +4,7 @@
  * passing every `ROLLGATE_*` variable of its environment to the edge (runner token included, so a local
  * `rollgate runner` can connect); defaults suit a local stand-in engine (`DEV_DEFAULTS`).
  */
-import { rollgateVarsFromEnv, startEdge } from './lib/processes.ts'
+import { PortInUseError, rollgateVarsFromEnv, startEdge } from './lib/processes.ts'
 import { scriptArgs } from './lib/script-args.ts'
 
 const USAGE = `Usage: npm run dev -- [--port 8787] [--persist-to .state]   (also: npx rollgate dev …)
@@ -30,7 +30,13 @@ export function edgeVarsFromEnv(env: NodeJS.ProcessEnv = process.env): Record<st
 if (import.meta.main) {
   const values = scriptArgs(USAGE, { port: { type: 'string', default: '8787' }, 'persist-to': { type: 'string', default: '.state' } })
   const vars = edgeVarsFromEnv()
-  const edge = await startEdge({ port: Number(values.port), persistTo: values['persist-to'], vars, verbose: true })
+  const edge = await startEdge({ port: Number(values.port), persistTo: values['persist-to'], vars, verbose: true }).catch(
+    (error: unknown) => {
+      if (!(error instanceof PortInUseError)) throw error
+      process.stderr.write(`error: ${error.message}\n`)
+      process.exit(1)
+    },
+  )
   console.log(
     `rollgate edge on ${edge.url} (upstream ${vars.ROLLGATE_UPSTREAM_URL}, admin token ${vars.ROLLGATE_ADMIN_TOKEN === 'dev-admin-token' ? 'dev-admin-token' : '<from env>'})`,
   )

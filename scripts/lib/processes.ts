@@ -24,6 +24,30 @@ export function freePort(): Promise<number> {
   })
 }
 
+/** Thrown when a port asked for is taken: its message names the port and says what to do. */
+export class PortInUseError extends Error {}
+
+/**
+ * Resolves when `port` can be bound on 127.0.0.1 (it is released again at once), else throws `PortInUseError`.
+ * Checked before an edge starts on a port asked for: its readiness probe would otherwise be answered by whatever
+ * already listens there (an earlier `npm run dev`), and the new edge would look up while it never started.
+ */
+export function assertPortFree(port: number, flag = '--port'): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', (error: NodeJS.ErrnoException) =>
+      reject(
+        error.code === 'EADDRINUSE'
+          ? new PortInUseError(
+              `port ${port} is already in use (another edge or engine still running?): stop it, or pick another with ${flag}`,
+            )
+          : error,
+      ),
+    )
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve()))
+  })
+}
+
 export async function waitForHttp(url: string, timeoutMs = READY_TIMEOUT_MS, child?: ChildProcess): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
@@ -74,7 +98,8 @@ export interface EdgeProcess {
 }
 
 export async function startEdge(options: EdgeOptions): Promise<EdgeProcess> {
-  const port = options.port ?? (await freePort())
+  if (options.port !== undefined && options.port !== 0) await assertPortFree(options.port)
+  const port = options.port || (await freePort())
   const inspectorPort = await freePort()
   const args = [
     WRANGLER_BIN,

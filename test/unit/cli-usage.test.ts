@@ -6,7 +6,7 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { createServer } from 'node:http'
-import type { AddressInfo } from 'node:net'
+import { createServer as createNetServer, type AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { drainTimeoutSeconds } from '../../cli/commands/gate.ts'
@@ -37,6 +37,35 @@ describe('dev scripts: usage instead of a stack trace', () => {
       const port = run(...entry, '--port', 'x')
       expect(port.status).toBe(2)
       expect(port.stderr).toMatch(/^error: --port must be a port number \(0-65535\), got "x"/)
+    }, 60_000)
+  }
+})
+
+describe('dev scripts: a port already taken is one line naming it, exit 1, nothing left running', () => {
+  // Before, the edge's readiness probe was answered by whatever held the port, and a stack that never started
+  // printed its URL as if it were up.
+  const held = async () => {
+    const server = createNetServer()
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    return { server, port: String((server.address() as AddressInfo).port) }
+  }
+  for (const [name, entry, flag] of [
+    ['dev --port', ['scripts/dev.ts'], '--port'],
+    ['dev:stack --port', ['scripts/dev-stack.ts'], '--port'],
+    ['dev:stack --engine-port', ['scripts/dev-stack.ts'], '--engine-port'],
+  ] as const) {
+    it(name, async () => {
+      const { server, port } = await held()
+      try {
+        const other = flag === '--port' ? ['--engine-port', '0'] : ['--port', '0']
+        const result = run(...entry, flag, port, ...(entry[0] === 'scripts/dev.ts' ? [] : other), '--persist-to', '/nonexistent/never-used')
+        expect(result.stderr).toMatch(
+          new RegExp(`^error: port ${port} is already in use \\(.*\\): stop it, or pick another with ${flag}\\n$`),
+        )
+        expect(result.status).toBe(1)
+      } finally {
+        server.close()
+      }
     }, 60_000)
   }
 })
