@@ -7,6 +7,10 @@
  * measured seconds apart on the same (shared, loaded) machine. Per size and variant: p50 / p99 at
  * concurrency 1, req/s at 16, and CPU ms per request of that variant's workerd process (`/proc`).
  *
+ * `--bundle NAME=durable-floor` (or `=floor`) runs `bench/floor-worker.js`'s durable floor (or bare floor) as a
+ * variant of its own, in a workerd of its own like the others (next to an idle edge: the first bundle, or
+ * this tree's), so an ablation build's CPU per call reads against what the least durable capture costs.
+ *
  * Last line: one JSON object with the medians per variant and each variant's ratio to the first.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -14,6 +18,7 @@ import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from '../scripts/lib/cli-args.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
+import { REPO_ROOT } from '../scripts/lib/processes.ts'
 import { chatBody } from './lib/chat-bodies.ts'
 import { type LoadResult, runLoad } from './lib/load.ts'
 import { cpuMs, workerdPids } from './lib/proc-stats.ts'
@@ -46,34 +51,61 @@ const r3 = (n: number) => Math.round(n * 1000) / 1000
 
 const stub = await startStub()
 const persistRoot = mkdtempSync(join(values['persist-dir'] ?? tmpdir(), 'rollgate-ab-'))
-const variants: { name: string; url: string; pid: number; tokens: string[]; stop: () => Promise<void> }[] = []
+/** Floor variants: the path their Worker answers chat calls at. */
+const FLOOR_PATHS: Record<string, string> = { 'durable-floor': '/floor-durable', floor: '/floor' }
+const edgeBundle = specs.find((spec) => !(spec.path in FLOOR_PATHS))?.path ?? 'current'
+const variants: { name: string; url: string; pid: number; tokens: string[]; floor: boolean; stop: () => Promise<void> }[] = []
 const loadStart = loadavg()[0] as number
 let result: Record<string, unknown> = {}
 try {
   for (const [i, spec] of specs.entries()) {
     const before = new Set(workerdPids())
+    const floorPath = FLOOR_PATHS[spec.path]
+    const scriptPath = floorPath ? edgeBundle : spec.path
     const edge = await startMiniflareEdge({
       persistTo: join(persistRoot, String(i)),
-      ...(spec.path === 'current' ? {} : { scriptPath: spec.path }),
+      ...(scriptPath === 'current' ? {} : { scriptPath }),
       vars: { ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, ROLLGATE_SIGNING_KEY: 'bench-signing-key' },
       onLog: (level, message) => {
         if (level === 'warn' || level === 'error') console.error(message)
       },
+      ...(floorPath
+        ? {
+            extraWorkers: [
+              {
+                name: 'floor',
+                scriptPath: join(REPO_ROOT, 'bench/floor-worker.js'),
+                routes: [`*${floorPath}/*`],
+                bindings: { FLOOR_UPSTREAM_URL: stub.url },
+                durableObjects: { FLOOR_SESSIONS: 'FloorSession' },
+              },
+            ],
+          }
+        : {}),
     })
     const pid = workerdPids().find((p) => !before.has(p))
     if (pid === undefined) throw new Error(`no workerd process found for ${spec.name}`)
-    const tokens = await Promise.all(
-      Array.from({ length: 16 }, async () => {
-        const response = await fetch(`${edge.url}/v1/sessions`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ upstream: { url: stub.url, kind: 'vllm', served_model: 'Qwen/Qwen3-8B' } }),
-        })
-        if (response.status !== 201) throw new Error(`session create failed: ${response.status}`)
-        return ((await response.json()) as { token: string }).token
-      }),
-    )
-    variants.push({ name: spec.name, url: edge.url, pid, tokens, stop: edge.stop })
+    const tokens = floorPath
+      ? Array.from({ length: 16 }, (_, n) => `s${n}`)
+      : await Promise.all(
+          Array.from({ length: 16 }, async () => {
+            const response = await fetch(`${edge.url}/v1/sessions`, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+              body: JSON.stringify({ upstream: { url: stub.url, kind: 'vllm', served_model: 'Qwen/Qwen3-8B' } }),
+            })
+            if (response.status !== 201) throw new Error(`session create failed: ${response.status}`)
+            return ((await response.json()) as { token: string }).token
+          }),
+        )
+    variants.push({
+      name: spec.name,
+      url: floorPath ? `${edge.url}${floorPath}` : edge.url,
+      pid,
+      tokens,
+      floor: !!floorPath,
+      stop: edge.stop,
+    })
   }
   const reps = Number(values.reps)
   const maxMs = Number(values['max-seconds']) * 1000
@@ -89,7 +121,10 @@ try {
         const load = await runLoad(
           (worker) => ({
             url: `${variant.url}/v1/chat/completions`,
-            headers: { authorization: `Bearer ${variant.tokens[worker % variant.tokens.length]}` },
+            headers: {
+              [variant.floor ? 'x-floor-session' : 'authorization']:
+                `${variant.floor ? '' : 'Bearer '}${variant.tokens[worker % variant.tokens.length]}`,
+            },
             body,
           }),
           { concurrency, count: n, maxMs },
