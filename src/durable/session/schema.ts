@@ -65,6 +65,9 @@ export const MIGRATIONS: readonly string[] = [
   // tried in development and dropped: it stored one more copy of the newest prompt and body (1.65x the token
   // floor at 1,000 turns). A database that got it loses it here.
   `DROP TABLE IF EXISTS rg_base_snapshot;`,
+  // v6: the (agent, seq) index of v1 served no query (every read goes by seq or completion_id), and every record
+  // paid for it: one more B-tree insert in the commit (docs/hot-path.md, fifth pass).
+  `DROP INDEX IF EXISTS rg_completions_agent;`,
 ]
 
 export const SCHEMA_VERSION = MIGRATIONS.length
