@@ -147,6 +147,7 @@ try {
           p99: r3(median(mine.map((r) => r.p99))),
           req_s: r3(median(mine.map((r) => r.throughput))),
           cpu_ms: r3(median(mine.map((r) => r.cpu))),
+          errors: mine.reduce((sum, r) => sum + r.errors, 0),
           // Per rep against the first variant's same rep, then the median.
           p50_ratio: r3(median(mine.map((r, i) => r.p50 / (base[i] as LoadResult).p50))),
           cpu_ratio: r3(median(mine.map((r, i) => r.cpu / Math.max(0.001, (base[i] as { cpu: number }).cpu)))),
