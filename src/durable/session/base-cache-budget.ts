@@ -28,10 +28,13 @@ export interface CachedBase {
 }
 
 /**
- * The isolate-wide bound. 48 MiB holds the newest base of 16 sessions at 524 KB (the bench's 16 objects,
- * ~2.7 MB a base by this estimate) with room for the rest, and stays well under workerd's 128 MB per isolate.
+ * The isolate-wide bound, by the entries' estimate (~55 MB of V8 heap: JSON text is one byte a character
+ * there), half of workerd's 128 MB per isolate. A 524 KB call's base is ~3.9 MiB with ~134k prompt ids
+ * (5.6 MiB with the bench stub's 262k), so this holds the newest bases of 11–16 such sessions. More sessions
+ * taking turns than fit walk their chains back on most calls (`docs/hot-path.md`, "one budget per isolate":
+ * 48 MiB cost more CPU per call than 64 there; memory is what this bounds).
  */
-export const BASE_BUDGET_BYTES = 48 * 1024 * 1024
+export const BASE_BUDGET_BYTES = 64 * 1024 * 1024
 /** An object unused this long protects no entry (production drops idle objects sooner). */
 export const BASE_IDLE_MS = 2 * 60 * 1000
 
