@@ -18,6 +18,7 @@ export default {
     'src/worker/pipeline/handle-proxy-request.ts',
     'src/worker/query.ts',
     'src/durable/session/completion-log.ts',
+    'src/durable/session/text-delta.ts',
     'src/normalize/providers/anthropic/anthropic-stream.ts',
     'src/normalize/providers/openai-chat/openai-chat-stream.ts',
     'src/normalize/providers/openai-responses/openai-responses-stream.ts',
