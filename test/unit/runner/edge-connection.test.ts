@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import WebSocket, { WebSocketServer } from 'ws'
-import { EdgeConnection, sendTunnelFrame } from '../../../runner/connection/edge-connection.ts'
+import { ConnectRefusedError, EdgeConnection, sendTunnelFrame } from '../../../runner/connection/edge-connection.ts'
 import { SecretStore } from '../../../runner/connection/secret-store.ts'
 import { RUNNER_SECRET_HEADER, type RunnerMessageInput } from '../../../src/contract/runner-protocol.ts'
 import { decodeRunnerFrame } from '../../../src/contract/tunnel-frames.ts'
@@ -21,13 +21,22 @@ afterEach(async () => {
 })
 
 /** A minimal edge: answers `register` with `registered` (minting a secret on first enrolment). */
-async function fakeEdge(options: { secret: string; rejectSecret?: string; graceMs?: number }) {
+async function fakeEdge(options: {
+  secret: string
+  rejectSecret?: string
+  graceMs?: number
+  /** Refuse every upgrade with this status and body (the token check's or a proxy's answer). */
+  refuse?: { status: number; body: string }
+}) {
+  let attempts = 0
   const connections: { secret: string | undefined; registers: RunnerMessageInput[] }[] = []
   const wss = new WebSocketServer({
     port: 0,
     host: '127.0.0.1',
     verifyClient: (info, done) => {
       const sent = info.req.headers[RUNNER_SECRET_HEADER] as string | undefined
+      attempts++
+      if (options.refuse) return done(false, options.refuse.status, options.refuse.body)
       // The runner link's answer (src/durable/runner/runner-link.ts): a secret refusal, retried (a token refusal stops).
       const body = JSON.stringify({
         error: { message: 'runner r1 is enrolled: send its per-runner secret', type: 'runner_hub_error', code: 401 },
@@ -67,7 +76,7 @@ async function fakeEdge(options: { secret: string; rejectSecret?: string; graceM
         wss.close(() => resolve())
       }),
   )
-  return { port, connections, wss }
+  return { port, connections, wss, attempts: () => attempts }
 }
 
 /** TCP proxy whose live connections can be black-holed (bytes swallowed both ways, nothing closed). */
@@ -120,6 +129,7 @@ function connection(
   backoff = { baseMs: 10, maxMs: 50 },
 ) {
   const events: { event: string; fields: Record<string, unknown> }[] = []
+  const refusals: ConnectRefusedError[] = []
   let registered = 0
   const conn = new EdgeConnection({
     edgeUrl: `http://127.0.0.1:${port}`,
@@ -138,11 +148,12 @@ function connection(
     onRegistered: () => {
       registered++
     },
+    onRefused: (error) => refusals.push(error),
     log: (event, fields = {}) => events.push({ event, fields }),
     backoff,
   })
   cleanups.push(() => conn.close('shutdown'))
-  return { conn, events, registeredCount: () => registered }
+  return { conn, events, refusals, registeredCount: () => registered }
 }
 
 async function until(check: () => boolean, label: string, timeoutMs = 10_000): Promise<void> {
@@ -185,6 +196,43 @@ describe('edge connection', () => {
     await until(() => events.filter((entry) => entry.event === 'edge.connect_failed').length >= 3, 'three failed attempts')
     expect(String(events.find((entry) => entry.event === 'edge.connect_failed')?.fields.error)).toMatch(/HTTP 401.*credential to re-enrol/)
     expect(edge.connections).toHaveLength(0)
+  })
+
+  it('a refused runner token (401 or 403, any body) stops the connection at the first attempt and says why', async () => {
+    const tokenCheck = JSON.stringify({ error: { message: 'runner token required', type: 'authentication_error', code: 401 } })
+    for (const [status, body, secret] of [
+      [401, tokenCheck, undefined],
+      [403, 'Forbidden', undefined],
+      // A secret was sent, but the refusal is not the runner link's secret check: the token (or a proxy) is wrong.
+      [401, tokenCheck, 'held'],
+      [401, 'not json', 'held'],
+    ] as const) {
+      const edge = await fakeEdge({ secret: 'x', refuse: { status, body } })
+      const dir = stateDir()
+      if (secret) new SecretStore(dir, 'r1').write(secret)
+      const { conn, events, refusals } = connection(edge.port, dir)
+      conn.start()
+      await until(() => refusals.length > 0, `refusal of ${status} ${body}`)
+      expect(refusals).toHaveLength(1)
+      const refusal = refusals[0] as ConnectRefusedError
+      expect(refusal).toBeInstanceOf(ConnectRefusedError)
+      expect(refusal.name).toBe('ConnectRefusedError')
+      expect(refusal.status).toBe(status)
+      expect(refusal.message).toBe(`HTTP ${status}: ${body}`)
+      expect(events.map((entry) => entry.event)).toEqual(['edge.refused'])
+      expect(events[0]?.fields).toEqual({ status, error: refusal.message })
+      expect(conn.stats.failedConnects).toBe(1)
+      expect(edge.attempts()).toBe(1)
+    }
+  })
+
+  it('an edge error that is not a refusal (500) is retried', async () => {
+    const edge = await fakeEdge({ secret: 'x', refuse: { status: 500, body: 'overloaded' } })
+    const { conn, events, refusals } = connection(edge.port, stateDir())
+    conn.start()
+    await until(() => edge.attempts() >= 3, 'three attempts')
+    expect(refusals).toHaveLength(0)
+    expect(events.find((entry) => entry.event === 'edge.connect_failed')?.fields.error).toBe('HTTP 500: overloaded')
   })
 
   it('a silent (half-open) link is declared dead and replaced', async () => {
