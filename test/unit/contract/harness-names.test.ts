@@ -17,6 +17,7 @@ describe('harness names', () => {
     expect(result.success).toBe(false)
     expect(result.error?.issues).toEqual([
       expect.objectContaining({
+        code: 'custom',
         path: ['agent', 'harness'],
         message: 'unknown harness "claude-code" (known: codex, claude_code, gemini_cli, qwen_code, opencode, pi, shell)',
       }),

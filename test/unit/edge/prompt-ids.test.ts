@@ -48,6 +48,14 @@ function wholeParse(text: string): number[] | null {
 function expectSameAsWhole(base: string | Uint32Array, text: string) {
   const read = readAgainst(base, text)
   expect(read.ids === null ? null : Array.from(read.ids)).toEqual(wholeParse(text))
+  // Unreadable means not JSON at all (JSON that is not a prompt, e.g. non-integers, is read as no ids).
+  let json = true
+  try {
+    JSON.parse(text)
+  } catch {
+    json = false
+  }
+  expect(read.unreadable).toBe(!json)
   // The separators found must be the text's: each id's text ends at a `,` (or the closing `]`).
   if (read.text) {
     expect(read.text.seps.length).toBe(read.ids?.length)

@@ -206,6 +206,8 @@ describe('edge connection', () => {
       // A secret was sent, but the refusal is not the runner link's secret check: the token (or a proxy) is wrong.
       [401, tokenCheck, 'held'],
       [401, 'not json', 'held'],
+      // A long answer is cut to its first 500 characters in the message.
+      [403, `<html>${'x'.repeat(3000)}</html>`, undefined],
     ] as const) {
       const edge = await fakeEdge({ secret: 'x', refuse: { status, body } })
       const dir = stateDir()
@@ -218,7 +220,7 @@ describe('edge connection', () => {
       expect(refusal).toBeInstanceOf(ConnectRefusedError)
       expect(refusal.name).toBe('ConnectRefusedError')
       expect(refusal.status).toBe(status)
-      expect(refusal.message).toBe(`HTTP ${status}: ${body}`)
+      expect(refusal.message).toBe(`HTTP ${status}: ${body.slice(0, 500)}`)
       expect(events.map((entry) => entry.event)).toEqual(['edge.refused'])
       expect(events[0]?.fields).toEqual({ status, error: refusal.message })
       expect(conn.stats.failedConnects).toBe(1)
