@@ -12,6 +12,8 @@
  *    turn of each agent compares against, so a sub-agent's calls between the main agent's never evict the
  *    main chain's base (each miss walks the chain back from storage);
  * 2. then the protected entries of the least recently used object.
+ * The unprotected entries are also held within a smaller `restLimit` (`BASE_REST_BYTES`): the isolate keeps the
+ * bases the next turns need and little else.
  * An object unused for `idleMs` protects nothing (its entries are evicted as unprotected, by age): a Durable
  * Object dropped by workerd keeps no entry ahead of live ones. The budget holds only caches that have
  * entries (an emptied one leaves the set), so the structure never grows with the sessions an isolate has
@@ -35,6 +37,12 @@ export interface CachedBase {
  * 48 MiB cost more CPU per call than 64 there; memory is what this bounds).
  */
 export const BASE_BUDGET_BYTES = 64 * 1024 * 1024
+/**
+ * Of which, entries no object protects (older bases, bases of idle objects): little, since a next turn
+ * compares its agent's newest first and a read rebuilds what it needs; the heap stays small when few sessions
+ * are busy (a 4 MiB bound per object cut the 524 KB tail at c=1: `docs/hot-path.md`).
+ */
+export const BASE_REST_BYTES = 8 * 1024 * 1024
 /** An object unused this long protects no entry (production drops idle objects sooner). */
 export const BASE_IDLE_MS = 2 * 60 * 1000
 
@@ -55,8 +63,12 @@ export class BaseBudget {
   /** Entries evicted so far (tests and benchmarks read it). */
   evictions = 0
 
-  constructor(limit: number, options: { idleMs?: number; now?: () => number } = {}) {
+  /** Bound on the entries no object protects (older bases: rebuilt from storage when asked for again). */
+  readonly restLimit: number
+
+  constructor(limit: number, options: { restLimit?: number; idleMs?: number; now?: () => number } = {}) {
     this.limit = limit
+    this.restLimit = Math.min(limit, options.restLimit ?? limit)
     this.idleMs = options.idleMs ?? BASE_IDLE_MS
     this.#now = options.now ?? Date.now
   }
@@ -88,15 +100,28 @@ export class BaseBudget {
     else this.#caches.add(cache)
   }
 
-  /** @internal: evict until the total is within the limit; `keep` (the entry just added or grown) stays. */
+  /** Bytes of the entries no cache protects now (idle caches protect none). */
+  restBytes(now = this.#now()): number {
+    let rest = this.#bytes
+    for (const cache of this.#caches) rest -= cache.protectedBytes(now)
+    return rest
+  }
+
+  /**
+   * @internal: evict until the total is within `limit` and the unprotected entries within `restLimit`;
+   * `keep` (the entry just added or grown) stays.
+   */
   fit(keep: CachedBase): void {
-    while (this.#bytes > this.limit) {
+    for (;;) {
       const now = this.#now()
+      const over = this.#bytes > this.limit
+      if (!over && (this.#bytes <= this.restLimit || this.restBytes(now) <= this.restLimit)) return
       let victim: { cache: BaseCache<CachedBase>; slot: Slot<CachedBase> } | null = null
       for (const cache of this.#caches) {
         const slot = cache.oldestEvictable(keep, now)
         if (slot && (victim === null || slot.used < victim.slot.used)) victim = { cache, slot }
       }
+      if (victim === null && !over) return
       if (victim === null) {
         // Only protected entries are left: the least recently used object's go first.
         for (const cache of this.#caches) {
@@ -112,7 +137,7 @@ export class BaseBudget {
 }
 
 /** The one budget of this isolate (module state: every object of every class in the isolate shares it). */
-export const isolateBudget = new BaseBudget(BASE_BUDGET_BYTES)
+export const isolateBudget = new BaseBudget(BASE_BUDGET_BYTES, { restLimit: BASE_REST_BYTES })
 
 const NONE: ReadonlySet<number> = new Set()
 
@@ -193,6 +218,14 @@ export class BaseCache<E extends CachedBase> {
 
   isProtected(seq: number): boolean {
     return this.#protected.has(seq)
+  }
+
+  /** @internal: bytes of the entries this cache protects now (none when idle). */
+  protectedBytes(now: number): number {
+    if (now - this.#usedAt > this.#budget.idleMs) return 0
+    let sum = 0
+    for (const seq of this.#protected) sum += this.#slots.get(seq)?.entry.bytes ?? 0
+    return sum
   }
 
   /** @internal (`BaseBudget.fit`): the least recently used entry that is not protected (none protected when idle), not `keep`. */

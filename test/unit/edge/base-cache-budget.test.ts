@@ -1,8 +1,8 @@
 /**
  * The isolate-wide budget of the delta-base caches (`base-cache-budget.ts`), on plain entries: one bound
  * over every cache, least recently used first across caches, each cache's protected entries (its newest
- * base per agent) last, then the least recently used cache's; an idle cache protects nothing; growth is
- * charged; an emptied cache leaves the budget.
+ * base per agent) last, then the least recently used cache's; unprotected entries within a smaller rest limit;
+ * an idle cache protects nothing; growth is charged; an emptied cache leaves the budget.
  */
 import { describe, expect, it } from 'vitest'
 import { BaseBudget, BaseCache, type CachedBase } from '../../../src/durable/session/base-cache-budget.ts'
@@ -108,6 +108,30 @@ describe('base cache budget', () => {
     a.grew(first, 5)
     expect(first.bytes).toBe(15)
     expect(budget.bytes).toBe(35)
+  })
+
+  it('entries nobody protects are held within the smaller rest limit; protected ones only count toward the total', () => {
+    let now = 0
+    const budget = new BaseBudget(100, { restLimit: 25, idleMs: 1000, now: () => now })
+    const a = new BaseCache(budget)
+    const b = new BaseCache(budget)
+    put(a, entry(1))
+    a.protect(new Set([1]))
+    put(b, entry(1))
+    b.protect(new Set([1]))
+    for (let seq = 2; seq <= 5; seq++) put(a, entry(seq))
+    // Four unprotected entries of 10 bytes: the oldest two went (rest 20 ≤ 25), the protected ones stayed.
+    expect(held(a, [1, 2, 3, 4, 5])).toEqual([1, 4, 5])
+    expect(held(b, [1])).toEqual([1])
+    expect(budget.restBytes()).toBe(20)
+    expect(budget.bytes).toBe(40)
+    // b idle: its entry is rest now, and the next entry pushes out the oldest rest entries (b's first).
+    now = 1500
+    a.protect(new Set([1]))
+    put(a, entry(6))
+    expect(held(b, [1])).toEqual([])
+    expect(held(a, [1, 4, 5, 6])).toEqual([1, 5, 6])
+    expect(budget.restBytes()).toBe(20)
   })
 
   it('a cache unused for the idle time protects nothing: its entries go before a busy cache’s', () => {
