@@ -153,6 +153,23 @@ describe('incremental prompt ids', () => {
     }
   })
 
+  it('grows a shared buffer past its spare room (a turn adding more ids than it holds) and keeps earlier prompts intact', () => {
+    const expected: number[] = [7, 8, 9]
+    const first = parsePromptText(JSON.stringify(expected))
+    const kept = [{ ids: first.ids as Uint32Array, text: first.text as PromptText, expected: [...expected] }]
+    for (const added of [700, 1500, 40, 5000, 3]) {
+      for (let i = 0; i < added; i++) expected.push((expected.length * 7919) % 151_000)
+      const base = kept.at(-1) as (typeof kept)[number]
+      const text = JSON.stringify(expected)
+      const read = parsePromptTextAgainst(text, base, sharedPromptIds(base.text, text))
+      expect(read.copied).toBe(base.expected.length)
+      expect(Array.from(read.ids as Uint32Array)).toEqual(expected)
+      expect(Array.from((read.text as PromptText).seps)).toEqual(Array.from(canonicalPromptText(Uint32Array.from(expected)).seps))
+      kept.push({ ids: read.ids as Uint32Array, text: read.text as PromptText, expected: [...expected] })
+    }
+    for (const prompt of kept) expect(Array.from(prompt.ids)).toEqual(prompt.expected)
+  })
+
   it('keeps every earlier prompt intact while later ones append to or branch from shared buffers', () => {
     let seed = 11
     const random = (n: number) => {
