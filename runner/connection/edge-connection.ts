@@ -65,8 +65,9 @@ export const HIGH_WATER_BYTES = 4 * 1024 * 1024
 
 /**
  * The edge refused this runner's credentials at connect (401/403 for the runner token, or a proxy's 403):
- * retrying with the same token cannot help, so the connection stops. A rejected per-runner secret is not
- * one: it is retried, because an admin's `DELETE /rollout/runners/<id>/credential` lets the next try enrol.
+ * retrying with the same token cannot help, so the connection stops. The runner link asking for the id's
+ * per-runner secret (a stale one sent, or none: its file lost) is not one: it is retried, because an admin's
+ * `DELETE /rollout/runners/<id>/credential` lets the next try enrol.
  */
 export class ConnectRefusedError extends Error {
   readonly status: number
@@ -292,13 +293,17 @@ export class EdgeConnection {
         })
         response.on('end', () => {
           request.destroy()
-          const hint =
-            response.statusCode === 401 && secret && secretRefusal(body)
-              ? ' (per-runner secret rejected: an admin can DELETE /rollout/runners/<id>/credential to re-enrol)'
-              : ''
-          const message = `HTTP ${response.statusCode}: ${body.slice(0, 500)}${hint}`
           const status = response.statusCode ?? 0
-          const refused = (status === 401 || status === 403) && !(secret && secretRefusal(body))
+          // The token was accepted and the runner link asks for this id's per-runner secret: retried (an admin's
+          // reset lets the next try enrol), with what went wrong — a stale secret, or none (its file lost).
+          const secretAsked = status === 401 && secretRefusal(body)
+          const hint = !secretAsked
+            ? ''
+            : secret
+              ? ' (per-runner secret rejected: an admin can DELETE /rollout/runners/<id>/credential to re-enrol)'
+              : ` (this runner id is enrolled but no per-runner secret is at ${secrets.path}: restore that file, use another --runner-id, or an admin can DELETE /rollout/runners/<id>/credential to re-enrol)`
+          const message = `HTTP ${status}: ${body.slice(0, 500)}${hint}`
+          const refused = (status === 401 || status === 403) && !secretAsked
           reject(refused ? new ConnectRefusedError(status, message) : new Error(message))
         })
       })

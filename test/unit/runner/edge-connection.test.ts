@@ -29,6 +29,7 @@ async function fakeEdge(options: {
   refuse?: { status: number; body: string }
 }) {
   let attempts = 0
+  let rejectMissing = false
   const connections: { secret: string | undefined; registers: RunnerMessageInput[] }[] = []
   const wss = new WebSocketServer({
     port: 0,
@@ -41,7 +42,7 @@ async function fakeEdge(options: {
       const body = JSON.stringify({
         error: { message: 'runner r1 is enrolled: send its per-runner secret', type: 'runner_hub_error', code: 401 },
       })
-      if (options.rejectSecret && sent === options.rejectSecret) done(false, 401, body)
+      if ((options.rejectSecret && sent === options.rejectSecret) || (rejectMissing && sent === undefined)) done(false, 401, body)
       else done(true)
     },
   })
@@ -76,7 +77,16 @@ async function fakeEdge(options: {
         wss.close(() => resolve())
       }),
   )
-  return { port, connections, wss, attempts: () => attempts }
+  return {
+    port,
+    connections,
+    wss,
+    attempts: () => attempts,
+    /** Refuse (as the runner link does for an enrolled id) an upgrade that sends no secret. */
+    rejectMissing: () => {
+      rejectMissing = true
+    },
+  }
 }
 
 /** TCP proxy whose live connections can be black-holed (bytes swallowed both ways, nothing closed). */
@@ -195,6 +205,20 @@ describe('edge connection', () => {
     conn.start()
     await until(() => events.filter((entry) => entry.event === 'edge.connect_failed').length >= 3, 'three failed attempts')
     expect(String(events.find((entry) => entry.event === 'edge.connect_failed')?.fields.error)).toMatch(/HTTP 401.*credential to re-enrol/)
+    expect(edge.connections).toHaveLength(0)
+  })
+
+  it('an enrolled id asked for its secret with none held (file lost) is told so and retried, not stopped as a bad token', async () => {
+    const edge = await fakeEdge({ secret: 'x' })
+    const dir = stateDir()
+    const { conn, events, refusals } = connection(edge.port, dir)
+    edge.rejectMissing()
+    conn.start()
+    await until(() => events.filter((entry) => entry.event === 'edge.connect_failed').length >= 2, 'two failed attempts')
+    expect(refusals).toHaveLength(0)
+    const error = String(events.find((entry) => entry.event === 'edge.connect_failed')?.fields.error)
+    expect(error).toMatch(/^HTTP 401: .*enrolled but no per-runner secret is at .*r1\.secret: restore that file/)
+    expect(error).not.toMatch(/check|token/i)
     expect(edge.connections).toHaveLength(0)
   })
 
