@@ -25,7 +25,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from '../scripts/lib/cli-args.ts'
+import { numberOption, parseArgs, usageError } from '../scripts/lib/cli-args.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { REPO_ROOT } from '../scripts/lib/processes.ts'
 import { chatBody } from './lib/chat-bodies.ts'
@@ -43,7 +43,7 @@ const SIZES = [
 /** Issue #10's targets, relative to the floor. */
 const TARGETS = { added_p50_ratio_max: 1.3, p99_over_p50_max: 3, throughput_ratio_min: 0.75 }
 
-const { values } = parseArgs({
+const ARGS = {
   options: {
     reps: { type: 'string', default: '3' },
     'c1-count': { type: 'string', default: '150' },
@@ -67,8 +67,22 @@ const { values } = parseArgs({
     /** A prebuilt edge bundle (`npx wrangler deploy --dry-run --outdir DIR` of another version): before/after runs. */
     'edge-bundle': { type: 'string' },
   },
-})
-const SESSIONS = Math.max(1, Number(values.sessions))
+} as const
+const { values } = parseArgs(ARGS)
+// Every value checked before anything starts (a typo must not cost a stack's start-up, nor run zero requests).
+const SIZE_NAMES = (values.sizes ?? '').split(',')
+for (const name of SIZE_NAMES) {
+  if (!SIZES.some((size) => size.name === name)) {
+    usageError(ARGS, `--sizes takes a comma-separated list of ${SIZES.map((size) => size.name).join(', ')}; got "${name}"`)
+  }
+}
+const REPS = numberOption(ARGS, 'reps', values.reps, { integer: true, min: 1 })
+const C1_COUNT = numberOption(ARGS, 'c1-count', values['c1-count'], { integer: true, min: 1 })
+const C16_COUNT = numberOption(ARGS, 'c16-count', values['c16-count'], { integer: true, min: 1 })
+const MAX_SECONDS = numberOption(ARGS, 'max-seconds', values['max-seconds'], { min: 1 })
+const LONG = numberOption(ARGS, 'long', values.long, { integer: true, min: 0 })
+const LONG_MAX_SECONDS = numberOption(ARGS, 'long-max-seconds', values['long-max-seconds'], { min: 1 })
+const SESSIONS = numberOption(ARGS, 'sessions', values.sessions, { integer: true, min: 1 })
 
 type TargetName = 'direct' | 'floor' | 'durable_floor' | 'onehop_floor' | 'edge'
 interface Phase extends LoadResult {
@@ -142,11 +156,11 @@ const loadStart = loadavg()[0] as number
 let edgeSucceeded = 0
 let result: Record<string, unknown> = {}
 try {
-  const reps = Number(values.reps)
-  const maxMs = Number(values['max-seconds']) * 1000
+  const reps = REPS
+  const maxMs = MAX_SECONDS * 1000
   const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => createSession(edge.url, stub.url)))
   const tokens = sessions.map((session) => session.token)
-  const sizes = SIZES.filter((size) => (values.sizes ?? '').split(',').includes(size.name))
+  const sizes = SIZES.filter((size) => SIZE_NAMES.includes(size.name))
 
   const targetsFor =
     (name: TargetName, body: Buffer) =>
@@ -181,7 +195,7 @@ try {
     const byConcurrency: Record<number, Record<TargetName, Phase[]>> = {}
     const edgeSamples: Sample[] = []
     for (const concurrency of [1, 16]) {
-      const count = Number(concurrency === 1 ? values['c1-count'] : values['c16-count'])
+      const count = concurrency === 1 ? C1_COUNT : C16_COUNT
       for (const name of ORDER) await phase(name, body, concurrency, Math.min(count, 50)) // warm: JIT, sockets, objects
       const runs: Record<TargetName, Phase[]> = { direct: [], floor: [], durable_floor: [], onehop_floor: [], edge: [] }
       for (let rep = 0; rep < reps; rep++) {
@@ -288,7 +302,7 @@ try {
   }
 
   let long: Record<string, unknown> | null = null
-  const longCount = Number(values.long)
+  const longCount = LONG
   if (longCount > 0) {
     const body = Buffer.from(JSON.stringify(chatBody(2 * 1024)))
     const rssStart = rssMb(pids)
@@ -300,7 +314,7 @@ try {
     const load = await runLoad(targetsFor('edge', body), {
       concurrency: 16,
       count: longCount,
-      maxMs: Number(values['long-max-seconds']) * 1000,
+      maxMs: LONG_MAX_SECONDS * 1000,
     })
     clearInterval(sampler)
     edgeSucceeded += load.requests - load.errors

@@ -49,8 +49,8 @@ function entries(): Entry[] {
   return list
 }
 
-const run = (entry: Entry, arg: string) =>
-  promisify(execFile)(process.execPath, [entry.file, arg], {
+const run = (entry: Entry, ...args: string[]) =>
+  promisify(execFile)(process.execPath, [entry.file, ...args], {
     cwd: ROOT,
     encoding: 'utf8',
     timeout: 60_000,
@@ -81,6 +81,21 @@ describe('every script: --help exits 0 with the usage, an unknown flag exits 2 w
       expect(unknown.stderr).toMatch(/^error: unknown option .--bogus(-flag-xyz|FlagXyz)/i)
       expect(unknown.stderr).toMatch(/\n\s*usage: /i)
       expect(unknown.stderr, 'no stack trace').not.toMatch(/\n\s+at /)
+    })
+  }
+})
+
+describe('a value a bench cannot use is refused before it starts anything (exit 2, the error and the usage)', () => {
+  for (const [file, flag, value] of [
+    ['bench/gateway.ts', '--sizes', '3XB'],
+    ['bench/gateway.ts', '--reps', '0'],
+  ] as const) {
+    it.concurrent(`${file} ${flag} ${value}`, { timeout: 120_000 }, async () => {
+      const result = await run({ name: file, file }, flag, value)
+      expect(result.status, result.stderr).toBe(2)
+      expect(result.stdout, 'nothing started (the stack prints its URL first)').toBe('')
+      expect(result.stderr).toMatch(new RegExp(`^error: ${flag}`))
+      expect(result.stderr).toMatch(/\n\s*usage: /i)
     })
   }
 })
