@@ -11,7 +11,25 @@
  *    newest completion per agent among its delta base candidates (`BaseCache.protect`): the base the next
  *    turn of each agent compares against, so a sub-agent's calls between the main agent's never evict the
  *    main chain's base (each miss walks the chain back from storage);
- * 2. then the protected entries of the least recently used object.
+ * 2. then protected entries, of another object than the one adding (its own last): of the object used
+ *    fewest times (by `protect` calls, in powers of two), and among those the most recently used. Least
+ *    recently used would be the worst order for sessions calling in turn whose newest bases do not all fit
+ *    (16 at 524 KB: 16 × 5.6 MiB over 64): each call's base would be the one evicted the longest ago.
+ *    Evicting the most recently used other object keeps the bases of the ones calling next, but in a mix of
+ *    hot and warm sessions it evicts a hot one; so the rarely used go first, and in turn the latest of them.
+ *    Simulated on this class with each order planted (5.6 MiB bases, 64 MiB, 8 MiB rest; the test "sessions
+ *    taking turns" in `test/unit/edge/base-cache-budget.test.ts` pins this order's counts),
+ *    misses of a protected newest base, (a) 16 sessions in round robin, 6 rounds after the first, and (b) 2 hot
+ *    sessions alternating with one call of 14 warm ones (round robin) after every 4 hot calls, 600 hot calls:
+ *    | order among protected entries | (a) misses | (b) hot / warm misses |
+ *    | --- | --- | --- |
+ *    | least recently used object (before) | 96 of 96 | 0 of 598 / 136 of 136 |
+ *    | most recently used other object | 36 of 96 | 216 of 598 / 54 of 136 |
+ *    | a seeded-random other object | 64 of 96 | 22 of 598 / 101 of 136 |
+ *    | fewest uses (log2), then most recently used (this) | 38 of 96 | 0 of 598 / 65 of 136 |
+ *    Counts in powers of two, so that sessions taking turns (counts one apart) rank alike. They do not
+ *    decay: an object idle for `idleMs` protects nothing anyway, and a new object (fewest uses, first to lose
+ *    its base) has the shortest chain to walk back.
  * The unprotected entries are also held within a smaller `restLimit` (`BASE_REST_BYTES`): the isolate keeps the
  * bases the next turns need and little else.
  * An object unused for `idleMs` protects nothing (its entries are evicted as unprotected, by age): a Durable
@@ -108,10 +126,10 @@ export class BaseBudget {
   }
 
   /**
-   * @internal: evict until the total is within `limit` and the unprotected entries within `restLimit`;
+   * @internal: `owner` added or grew `keep`; evict until the total is within `limit` and the unprotected entries within `restLimit`;
    * `keep` (the entry just added or grown) stays.
    */
-  fit(keep: CachedBase): void {
+  fit(owner: BaseCache<CachedBase>, keep: CachedBase): void {
     for (;;) {
       const now = this.#now()
       const over = this.#bytes > this.limit
@@ -122,17 +140,31 @@ export class BaseBudget {
         if (slot && (victim === null || slot.used < victim.slot.used)) victim = { cache, slot }
       }
       if (victim === null && !over) return
-      if (victim === null) {
-        // Only protected entries are left: the least recently used object's go first.
-        for (const cache of this.#caches) {
-          const slot = cache.oldest(keep)
-          if (slot && (victim === null || cache.used < victim.cache.used)) victim = { cache, slot }
-        }
-      }
+      victim ??= this.#protectedVictim(owner, keep)
       if (victim === null) return
       victim.cache.evict(victim.slot.entry.seq)
       this.evictions++
     }
+  }
+
+  /**
+   * Only protected entries are left: the oldest entry of the other object used fewest times (in powers of
+   * two), the most recently used of those; `owner`'s own when no other object has one.
+   */
+  #protectedVictim(owner: BaseCache<CachedBase>, keep: CachedBase): { cache: BaseCache<CachedBase>; slot: Slot<CachedBase> } | null {
+    let victim: { cache: BaseCache<CachedBase>; slot: Slot<CachedBase>; rank: number } | null = null
+    for (const cache of this.#caches) {
+      if (cache === owner) continue
+      const slot = cache.oldest(keep)
+      if (slot === undefined) continue
+      const rank = Math.floor(Math.log2(cache.uses))
+      if (victim === null || rank < victim.rank || (rank === victim.rank && cache.used > victim.cache.used)) {
+        victim = { cache, slot, rank }
+      }
+    }
+    if (victim !== null) return victim
+    const slot = owner.oldest(keep)
+    return slot === undefined ? null : { cache: owner, slot }
   }
 }
 
@@ -149,6 +181,7 @@ export class BaseCache<E extends CachedBase> {
   #protected: ReadonlySet<number> = NONE
   #used = 0
   #usedAt = 0
+  #uses = 0
 
   constructor(budget: BaseBudget = isolateBudget) {
     this.#budget = budget
@@ -175,6 +208,11 @@ export class BaseCache<E extends CachedBase> {
     return this.#used
   }
 
+  /** `protect` calls so far (one a record, one when a woken log first reads its rows): how often this object is used. */
+  get uses(): number {
+    return this.#uses
+  }
+
   /** The entry cached under `seq` (now the most recently used), if any. */
   get(seq: number): E | undefined {
     const slot = this.#slots.get(seq)
@@ -198,7 +236,7 @@ export class BaseCache<E extends CachedBase> {
     this.#slots.set(entry.seq, slot)
     this.#touch(slot)
     this.#charge(entry.bytes)
-    this.#budget.fit(entry)
+    this.#budget.fit(this as unknown as BaseCache<CachedBase>, entry)
   }
 
   /** `entry` (cached) grew by `bytes` (a layout or a prompt text added when first asked for): charged, then fit. */
@@ -206,12 +244,13 @@ export class BaseCache<E extends CachedBase> {
     entry.bytes += bytes
     if (!this.has(entry)) return
     this.#charge(bytes)
-    this.#budget.fit(entry)
+    this.#budget.fit(this as unknown as BaseCache<CachedBase>, entry)
   }
 
   /** The seqs evicted last of this cache (its newest completion per agent); replaces the previous set. */
   protect(seqs: ReadonlySet<number>): void {
     this.#protected = seqs
+    this.#uses++
     this.#used = this.#budget.tick()
     this.#usedAt = this.#budget.now()
   }

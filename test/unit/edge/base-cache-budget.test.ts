@@ -1,8 +1,9 @@
 /**
  * The isolate-wide budget of the delta-base caches (`base-cache-budget.ts`), on plain entries: one bound
  * over every cache, least recently used first across caches, each cache's protected entries (its newest
- * base per agent) last, then the least recently used cache's; unprotected entries within a smaller rest limit;
- * an idle cache protects nothing; growth is charged; an emptied cache leaves the budget.
+ * base per agent) last, then another cache's: the one used fewest times, the latest of those (sessions taking
+ * turns keep most bases); unprotected entries within a smaller rest limit; an idle cache protects nothing;
+ * growth is charged; an emptied cache leaves the budget.
  */
 import { describe, expect, it } from 'vitest'
 import { BaseBudget, BaseCache, type CachedBase } from '../../../src/durable/session/base-cache-budget.ts'
@@ -62,7 +63,7 @@ describe('base cache budget', () => {
     expect(budget.evictions).toBe(4)
   })
 
-  it('when the protected entries alone are over the budget, the least recently used cache’s go first', () => {
+  it('when the protected entries alone are over the budget, another cache’s go: the one used fewest times, the latest of those', () => {
     const budget = new BaseBudget(30)
     const caches = [0, 1, 2, 3].map(() => new BaseCache(budget))
     caches.forEach((cache, i) => {
@@ -70,11 +71,80 @@ describe('base cache budget', () => {
       cache.protect(new Set([1]))
       expect(budget.bytes, `after cache ${i}`).toBeLessThanOrEqual(30)
     })
-    expect(caches.map((cache) => held(cache, [1]).length)).toEqual([0, 1, 1, 1])
-    caches[1]?.protect(new Set([1])) // cache 1 used again: cache 2 is now the least recently used
-    put(caches[0] as BaseCache<CachedBase>, entry(2))
-    expect(caches.map((cache) => cache.size)).toEqual([1, 1, 0, 1])
+    // Caches 0–2 used once each when cache 3 added its entry: the latest of them, cache 2, lost its entry.
+    expect(caches.map((cache) => held(cache, [1]).length)).toEqual([1, 1, 0, 1])
+    for (let use = 0; use < 3; use++) caches[0]?.protect(new Set([1])) // cache 0: used 4 times, the latest
+    put(caches[2] as BaseCache<CachedBase>, entry(1))
+    // Not cache 0 (most recently used, but used most), not cache 1 (least recently used): cache 3.
+    expect(caches.map((cache) => cache.size)).toEqual([1, 1, 1, 0])
     expect(budget.caches).toBe(3)
+  })
+
+  it('the adding cache’s own protected entries go last (after another cache’s, even one used more), oldest first', () => {
+    const budget = new BaseBudget(25)
+    const a = new BaseCache(budget)
+    put(a, entry(1))
+    put(a, entry(2))
+    a.protect(new Set([1, 2]))
+    put(a, entry(3))
+    expect(held(a, [1, 2, 3])).toEqual([2, 3])
+    // Another cache, used more often, still loses its entry before the adding cache's own protected one.
+    const b = new BaseCache(budget)
+    put(b, entry(1))
+    for (let use = 0; use < 4; use++) b.protect(new Set([1]))
+    const c = new BaseCache(budget)
+    put(c, entry(1))
+    c.protect(new Set([1]))
+    expect(held(b, [1])).toEqual([1])
+    put(c, entry(2))
+    expect(held(b, [1])).toEqual([])
+    expect(held(c, [1, 2])).toEqual([1, 2])
+  })
+
+  it('sessions taking turns whose newest bases do not fit do not each evict the next one’s base; hot sessions keep theirs', () => {
+    const MiB = 1024 * 1024
+    const base = 5.6 * MiB // a 524 KB call's base with the bench stub's 262k prompt ids
+    /** Misses of each session's newest base (its previous record), per session, over `schedule`. */
+    function misses(sessions: number, schedule: number[]): { missed: number[]; calls: number[] } {
+      const budget = new BaseBudget(64 * MiB, { restLimit: 8 * MiB, now: () => 0 })
+      const caches = Array.from({ length: sessions }, () => new BaseCache(budget))
+      const newest: number[] = caches.map(() => 0)
+      const missed: number[] = caches.map(() => 0)
+      const calls: number[] = caches.map(() => 0)
+      for (const s of schedule) {
+        const cache = caches[s] as BaseCache<CachedBase>
+        const previous = newest[s] as number
+        if (previous > 0) {
+          calls[s] = (calls[s] as number) + 1
+          if (cache.get(previous) === undefined) {
+            missed[s] = (missed[s] as number) + 1
+            cache.set(entry(previous, base)) // walked back from storage
+          }
+        }
+        newest[s] = previous + 1
+        cache.set(entry(previous + 1, base))
+        cache.protect(new Set([previous + 1]))
+      }
+      return { missed, calls }
+    }
+    const sum = (values: number[]) => values.reduce((total, value) => total + value, 0)
+    // (a) 16 sessions in round robin, 7 rounds: least recently used first would miss all 96.
+    const roundRobin = Array.from({ length: 7 * 16 }, (_, i) => i % 16)
+    const a = misses(16, roundRobin)
+    expect(sum(a.calls)).toBe(96)
+    expect(sum(a.missed)).toBeLessThanOrEqual(40)
+    // (b) 2 hot sessions alternating, one call of 14 warm ones (in turn) after every 4 hot calls: the most
+    // recently used other session first would miss 216 of the hot sessions' 598 bases.
+    const mixed: number[] = []
+    for (let i = 0, warm = 0; i < 600; i++) {
+      mixed.push(i % 2)
+      if ((i + 1) % 4 === 0) mixed.push(2 + (warm++ % 14))
+    }
+    const b = misses(16, mixed)
+    expect(sum(b.calls.slice(0, 2))).toBe(598)
+    expect(sum(b.missed.slice(0, 2))).toBe(0)
+    expect(sum(b.calls.slice(2))).toBe(136)
+    expect(sum(b.missed.slice(2))).toBeLessThanOrEqual(70)
   })
 
   it('an entry larger than the budget stays alone (it is in use), and a cache emptied by others leaves the budget', () => {
