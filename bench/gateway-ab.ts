@@ -16,7 +16,7 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { parseArgs } from '../scripts/lib/cli-args.ts'
+import { numberOption, parseArgs, usageError } from '../scripts/lib/cli-args.ts'
 import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { REPO_ROOT } from '../scripts/lib/processes.ts'
 import { chatBody } from './lib/chat-bodies.ts'
@@ -27,10 +27,11 @@ import { median } from './lib/stats.ts'
 
 const ADMIN_TOKEN = 'bench-admin-token'
 
-const { values } = parseArgs({
+const ARGS = {
   options: {
-    bundle: { type: 'string', multiple: true, default: [] },
+    bundle: { type: 'string', multiple: true, default: [] as string[] },
     reps: { type: 'string', default: '5' },
+    /** Request body sizes: bytes, or kibibytes as `54KB` (`524KB` = 536,576 bytes). */
     sizes: { type: 'string', default: '2048,55296' },
     'c1-count': { type: 'string', default: '200' },
     'c16-count': { type: 'string', default: '600' },
@@ -38,14 +39,27 @@ const { values } = parseArgs({
     'max-seconds': { type: 'string', default: '30' },
     'persist-dir': { type: 'string', default: '/dev/shm' },
   },
-})
+} as const
+const { values } = parseArgs(ARGS)
 
+// Every value checked before anything starts (`524KB` once ran an 810-byte body: `Number('524KB')` is NaN).
 const specs = (values.bundle ?? []).map((entry) => {
   const at = entry.indexOf('=')
-  if (at <= 0) throw new Error(`--bundle wants NAME=PATH (or NAME=current), got ${entry}`)
+  if (at <= 0) usageError(ARGS, `--bundle wants NAME=PATH (or NAME=current), got "${entry}"`)
   return { name: entry.slice(0, at), path: entry.slice(at + 1) }
 })
-if (specs.length < 2) throw new Error('give at least two --bundle NAME=PATH')
+if (specs.length < 2) usageError(ARGS, 'give at least two --bundle NAME=PATH')
+const SIZES = (values.sizes ?? '').split(',').map((text) => {
+  const match = /^(\d+)(KB)?$/i.exec(text.trim())
+  const bytes = match ? Number(match[1]) * (match[2] ? 1024 : 1) : 0
+  if (bytes < 1) usageError(ARGS, `--sizes takes byte counts or kibibytes (2048,54KB,524KB); got "${text}"`)
+  return bytes
+})
+const CONCURRENCY = (values.concurrency ?? '').split(',').map((text) => numberOption(ARGS, 'concurrency', text, { integer: true, min: 1 }))
+const REPS = numberOption(ARGS, 'reps', values.reps, { integer: true, min: 1 })
+const C1_COUNT = numberOption(ARGS, 'c1-count', values['c1-count'], { integer: true, min: 1 })
+const C16_COUNT = numberOption(ARGS, 'c16-count', values['c16-count'], { integer: true, min: 1 })
+const MAX_SECONDS = numberOption(ARGS, 'max-seconds', values['max-seconds'], { min: 1 })
 
 const r3 = (n: number) => Math.round(n * 1000) / 1000
 
@@ -107,14 +121,14 @@ try {
       stop: edge.stop,
     })
   }
-  const reps = Number(values.reps)
-  const maxMs = Number(values['max-seconds']) * 1000
+  const reps = REPS
+  const maxMs = MAX_SECONDS * 1000
   const sizes: Record<string, unknown> = {}
-  for (const size of (values.sizes ?? '').split(',').map(Number)) {
+  for (const size of SIZES) {
     const body = Buffer.from(JSON.stringify(chatBody(size)))
     const perSize: Record<string, Record<string, number>> = {}
-    for (const concurrency of (values.concurrency ?? '').split(',').map(Number)) {
-      const count = Number(concurrency === 1 ? values['c1-count'] : values['c16-count'])
+    for (const concurrency of CONCURRENCY) {
+      const count = concurrency === 1 ? C1_COUNT : C16_COUNT
       const runs = new Map<string, (LoadResult & { cpu: number })[]>(variants.map((v) => [v.name, []]))
       const run = async (variant: (typeof variants)[number], n: number) => {
         const cpuBefore = cpuMs([variant.pid])

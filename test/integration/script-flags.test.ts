@@ -89,6 +89,8 @@ describe('a value a bench cannot use is refused before it starts anything (exit 
   for (const [file, flag, value] of [
     ['bench/gateway.ts', '--sizes', '3XB'],
     ['bench/gateway.ts', '--reps', '0'],
+    ['bench/gateway-ab.ts', '--sizes', '524XB'],
+    ['bench/gateway-ab.ts', '--concurrency', '1,x'],
   ] as const) {
     it.concurrent(`${file} ${flag} ${value}`, { timeout: 120_000 }, async () => {
       const result = await run({ name: file, file }, flag, value)
