@@ -86,14 +86,15 @@ describe('every script: --help exits 0 with the usage, an unknown flag exits 2 w
 })
 
 describe('a value a bench cannot use is refused before it starts anything (exit 2, the error and the usage)', () => {
-  for (const [file, flag, value] of [
-    ['bench/gateway.ts', '--sizes', '3XB'],
-    ['bench/gateway.ts', '--reps', '0'],
-    ['bench/gateway-ab.ts', '--sizes', '524XB'],
-    ['bench/gateway-ab.ts', '--concurrency', '1,x'],
+  const BUNDLES = ['--bundle', 'a=current', '--bundle', 'b=durable-floor']
+  for (const [file, flag, value, rest] of [
+    ['bench/gateway.ts', '--sizes', '3XB', []],
+    ['bench/gateway.ts', '--reps', '0', []],
+    ['bench/gateway-ab.ts', '--sizes', '524XB', BUNDLES],
+    ['bench/gateway-ab.ts', '--concurrency', '1,x', BUNDLES],
   ] as const) {
     it.concurrent(`${file} ${flag} ${value}`, { timeout: 120_000 }, async () => {
-      const result = await run({ name: file, file }, flag, value)
+      const result = await run({ name: file, file }, ...rest, flag, value)
       expect(result.status, result.stderr).toBe(2)
       expect(result.stdout, 'nothing started (the stack prints its URL first)').toBe('')
       expect(result.stderr).toMatch(new RegExp(`^error: ${flag}`))
