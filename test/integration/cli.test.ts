@@ -13,6 +13,7 @@ import type { RolloutStatus, TaskStatus } from '../../src/contract/rollout.ts'
 import type { SessionAssignment } from '../../src/contract/runner-protocol.ts'
 import { type EngineHandle, startEngine } from '../../engine/server.ts'
 import { type EdgeProcess, freePort, startEdge } from '../../scripts/lib/processes.ts'
+import { childOutput } from '../support/child-output.ts'
 import { RunnerClient } from '../support/runner-client.ts'
 import { eventually } from '../support/stack.ts'
 
@@ -26,28 +27,13 @@ let persistTo: string
 let runner: RunnerClient
 let scratch: string
 
-interface Run {
-  code: number | null
-  stdout: string
-  stderr: string
-}
-
 /** Run the CLI as a process (env: edge URL and admin token, so flags stay short). */
-function rollgate(args: string[], env: Record<string, string> = {}): Promise<Run> & { stderrSoFar(): string } {
+function rollgate(args: string[], env: Record<string, string> = {}): ReturnType<typeof childOutput> {
   const child = spawn(process.execPath, [CLI, ...args], {
     env: { ...process.env, ROLLGATE_EDGE_URL: edge.url, ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
-  })
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString()
-  })
-  const done = new Promise<Run>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })))
-  return Object.assign(done, { stderrSoFar: () => stderr })
+  return childOutput(child)
 }
 
 /** Walk one assignment through the stages with one real model call, then finish it with a reward. */

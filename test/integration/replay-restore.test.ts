@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Trajectory } from '../../src/contract/trajectory.ts'
+import { childOutput } from '../support/child-output.ts'
 import { ADMIN_TOKEN, type Stack, startStack } from '../support/stack.ts'
 
 const TOOLS: OpenAI.Chat.Completions.ChatCompletionTool[] = [
@@ -78,15 +79,7 @@ function rollgateReplay(args: string[]): Promise<{ code: number | null; stdout: 
     env: { ...process.env, ROLLGATE_EDGE_URL: stack.edge.url, ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
-  })
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString()
-  })
-  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })))
+  return childOutput(child)
 }
 
 describe('replayed turns restored to their sampled form', () => {

@@ -5,6 +5,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { join } from 'node:path'
+import { childOutput } from './child-output.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
 const running = new Set<ChildProcess>()
@@ -19,15 +20,7 @@ export interface BenchRun {
 export async function runBench(script: string, args: readonly string[]): Promise<BenchRun> {
   const child = spawn(process.execPath, [script, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
   running.add(child)
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
-  })
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString()
-  })
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  const { code, stdout, stderr } = await childOutput(child)
   running.delete(child)
   const last = stdout.trim().split('\n').at(-1) ?? ''
   let result: unknown = null

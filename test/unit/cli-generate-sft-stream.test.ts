@@ -15,6 +15,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { childOutput } from '../support/child-output.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
 const TASK_FILE = join(ROOT, 'tasks/fix-stats/task.json')
@@ -136,17 +137,7 @@ function rollgate(args: string[], nodeArgs: string[] = []) {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   })
-  let stdout = ''
-  let stderr = ''
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString()
-  })
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString()
-  })
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
-    child.on('close', (code) => resolve({ code, stdout, stderr })),
-  )
+  return childOutput(child)
 }
 
 async function fileDigest(path: string): Promise<string> {
