@@ -8,7 +8,10 @@
  *   registered connection);
  * - heartbeats stage metrics (and sends one right after each stage change, so dispatch sees fresh load);
  * - re-reads its engine's model and window (`/v1/models`) on every reconnect, every minute, and once a failed
- *   engine call's engine answers again; a change goes to the edge in a heartbeat (`upstream`);
+ *   engine call's engine answers again; an engine that came up after the runner (or now serves another model or
+ *   window) goes to the edge in a heartbeat (`upstream`). It registers once per connection, never again on a live
+ *   one: a second `register` would list the sessions held at that instant, and an assignment the edge sent for the
+ *   first registration and still on its way would be taken for lost;
  * - drains (`drain()`: no new sessions, finish held ones, close "drained") and cancels (`cancel()`: stop
  *   everything, report partial results of sessions that reached RUNNING, close "shutdown" so the edge
  *   re-dispatches the rest).
@@ -69,6 +72,13 @@ export class RunnerAgent {
   #window: number | null
   /** Connections registered so far (the first one's register frame carries what `start()` just read). */
   #registrations = 0
+  /** The engine as the current connection's edge was last told it (its `register`, then heartbeats): JSON. */
+  #announced: string | null = null
+  /** `session.finished` frames handed to a socket and not yet written, with that connection's number: not sent
+   * again on the same connection meanwhile (a later connection sends them again: the old write may never end). */
+  readonly #writing = new Map<RunnerMessageInput, number>()
+  /** Connections opened so far (one `register` each). */
+  #connections = 0
   /** Asking a failed engine until it answers again (one watch at a time). */
   #engineWatch: Promise<void> | null = null
   #refreshTimer: ReturnType<typeof setInterval> | null = null
@@ -98,6 +108,8 @@ export class RunnerAgent {
       heartbeat: () => this.#heartbeatFrame(),
       onMessage: (message) => this.#onMessage(message),
       onRegistered: () => {
+        // The engine may have answered between this connection's `register` and the edge's answer.
+        this.#announce()
         this.#flushOutbox()
         // A reconnect (the edge restarted, or the link dropped): the engine may have restarted meanwhile too.
         if (++this.#registrations > 1) void this.#refreshUpstream()
@@ -180,10 +192,21 @@ export class RunnerAgent {
     })
     this.#model = model
     this.#window = window
-    // A heartbeat, not a second register: an assignment in flight is then never taken for lost. Not registered
-    // now: the next connection's register frame carries the new values.
-    if (this.connection.registered) this.connection.send({ ...this.#heartbeatFrame(), upstream: this.#upstream()! })
+    this.#announce()
     return true
+  }
+
+  /**
+   * Tell the edge the engine as it is now, in a heartbeat, if the live connection was told otherwise. A heartbeat,
+   * not a second register: an assignment in flight is then never taken for lost. Not registered now: the next
+   * connection's register frame carries it.
+   */
+  #announce(): void {
+    const upstream = this.#upstream()
+    if (!upstream || !this.connection.registered) return
+    const told = JSON.stringify(upstream)
+    if (told === this.#announced) return
+    if (this.connection.send({ ...this.#heartbeatFrame(), upstream })) this.#announced = told
   }
 
   /** An engine call failed without an answer: ask the engine until it answers again, then take what it serves. */
@@ -200,8 +223,8 @@ export class RunnerAgent {
   }
 
   /**
-   * The engine was not up at start (vLLM can take minutes to load): keep asking it, and once it answers,
-   * register again on the live connection so the edge starts tunnelling to it.
+   * The engine was not up at start (vLLM can take minutes to load): keep asking it, and once it answers, tell
+   * the edge in a heartbeat (`upstream`) so it starts sending sessions that need it.
    */
   async #awaitModel(upstreamUrl: string): Promise<void> {
     const everyMs = this.options.modelRetryMs ?? 5_000
@@ -212,7 +235,7 @@ export class RunnerAgent {
     }
     if (!this.#model || this.#stopped) return
     this.options.log('upstream.discovered', { url: upstreamUrl, model: this.#model, max_model_len: this.#window })
-    if (this.connection.registered) this.connection.send(this.#registerFrame())
+    this.#announce()
   }
 
   async #discover(upstreamUrl: string, log: RunnerAgentOptions['log']): Promise<void> {
@@ -259,13 +282,17 @@ export class RunnerAgent {
     this.options.log('runner.stopped', { reason, unreported: this.#outbox.size })
   }
 
+  /** The connection's one `register` (built when the socket opens). */
   #registerFrame(): RunnerMessageInput {
+    const upstream = this.#upstream()
+    this.#connections++
+    this.#announced = upstream ? JSON.stringify(upstream) : null
     return {
       type: 'register',
       protocol_version: RUNNER_PROTOCOL_VERSION,
       runner_id: this.options.runnerId,
       capacity: this.options.capacity,
-      upstream: this.#upstream(),
+      upstream,
       sessions: this.held(),
       labels: this.options.labels ?? {},
       ...(this.options.evaluators ? { evaluators: this.options.evaluators } : {}),
@@ -396,7 +423,12 @@ export class RunnerAgent {
   #flushOutbox(): void {
     if (!this.connection.registered) return
     for (const [sessionId, entry] of [...this.#outbox]) {
+      // Already handed to this socket (another session finished before its write completed): not twice.
+      const connection = this.#connections
+      if (this.#writing.get(entry.message) === connection) continue
+      this.#writing.set(entry.message, connection)
       void this.connection.sendWritten(entry.message).then((written) => {
+        if (this.#writing.get(entry.message) === connection) this.#writing.delete(entry.message)
         if (!written || this.#outbox.get(sessionId) !== entry) return
         this.#outbox.delete(sessionId)
         if (this.#outbox.size === 0) {

@@ -134,7 +134,7 @@ export class HubCoordinator {
    */
   async onMessage(runnerId: string, message: RunnerMessage, registered: boolean, enrolling = false): Promise<{ registered: boolean }> {
     const { registry } = this.#deps
-    if (message.type === 'register') return { registered: await this.#register(runnerId, message, enrolling) }
+    if (message.type === 'register') return { registered: await this.#register(runnerId, message, registered, enrolling) }
     if (!registered) {
       this.#deps.send(runnerId, { type: 'error', message: 'send register first' })
       this.#deps.close(runnerId, RUNNER_CLOSE.protocol, 'not registered')
@@ -326,7 +326,12 @@ export class HubCoordinator {
     return { ...ticket.spec, token, base_urls, env, route }
   }
 
-  async #register(runnerId: string, message: Extract<RunnerMessage, { type: 'register' }>, enrolling: boolean): Promise<boolean> {
+  async #register(
+    runnerId: string,
+    message: Extract<RunnerMessage, { type: 'register' }>,
+    registered: boolean,
+    enrolling: boolean,
+  ): Promise<boolean> {
     const { registry } = this.#deps
     if (message.protocol_version !== RUNNER_PROTOCOL_VERSION) {
       this.#deps.send(runnerId, {
@@ -341,6 +346,7 @@ export class HubCoordinator {
       this.#deps.close(runnerId, RUNNER_CLOSE.protocol, 'runner id mismatch')
       return false
     }
+    if (registered && registry.runner(runnerId)) return this.#reregister(runnerId, message)
     // Enrolment: mint the runner's secret now that the registration is valid (sent once, below).
     const runnerSecret = enrolling ? await this.#deps.credentials.mint(runnerId, this.#deps.now()) : undefined
     registry.upsertRunner(runnerId, message.capacity, message.upstream, message.labels, this.#deps.now(), message.evaluators ?? null)
@@ -372,6 +378,31 @@ export class HubCoordinator {
     })
     this.#event({ type: 'runner.registered', runner_id: runnerId, at: this.#iso() })
     await this.pump()
+    return true
+  }
+
+  /**
+   * A second `register` on a connection that is registered already (runners before protocol `heartbeat.upstream`
+   * sent one once their engine came up): only an update of what the runner offers (capacity, engine, labels,
+   * evaluators). Its session list was taken at one instant on the runner, and an assignment the edge sent on
+   * this connection may still be on its way there: nothing is lost, kept or dropped by it (a session the edge
+   * ended was sent a cancel), and draining, reservations and acknowledgement deadlines stay as they are.
+   */
+  async #reregister(runnerId: string, message: Extract<RunnerMessage, { type: 'register' }>): Promise<boolean> {
+    const { registry } = this.#deps
+    registry.updateRunner(runnerId, message.capacity, message.upstream, message.labels, this.#deps.now(), message.evaluators ?? null)
+    const held = new Set(registry.sessionsOf(runnerId).map((row) => row.session_id))
+    this.#deps.send(runnerId, {
+      type: 'registered',
+      protocol_version: RUNNER_PROTOCOL_VERSION,
+      runner_id: runnerId,
+      heartbeat_interval_ms: this.#deps.heartbeatIntervalMs,
+      reconnect_grace_ms: this.#deps.graceMs,
+      keep: message.sessions.flatMap((entry) => (held.has(entry.session_id) ? [entry.session_id] : [])),
+      drop: [],
+    })
+    // It may serve a model now, or take more: queued sessions may fit.
+    this.#kick()
     return true
   }
 

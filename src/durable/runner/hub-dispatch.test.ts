@@ -264,6 +264,95 @@ describe('hub: registration', () => {
   })
 })
 
+describe('hub: a second register on a live connection', () => {
+  it('only updates what the runner offers: the assignment in flight is neither lost nor sent again; draining stays', async () => {
+    const h = hub()
+    await h.connect('R1')
+    await h.coordinator.enqueue(ticket('s-flight'))
+    await h.coordinator.enqueue(ticket('s-acked'))
+    expect(h.of('assign', 'R1').map((m) => m.session.session_id)).toEqual(['s-flight', 's-acked'])
+    await h.message('R1', { type: 'ack', session_id: 's-acked', accepted: true, reason: null })
+    await h.coordinator.drain('R1')
+    await h.coordinator.enqueue(ticket('s-runner', { route: 'runner' }))
+    h.sent.length = 0
+    h.clock.now += 1_000
+    // Built before s-flight's assignment reached the runner: it lists only s-acked (and one the edge never sent).
+    const answer = await h.coordinator.onMessage(
+      'R1',
+      {
+        type: 'register',
+        protocol_version: RUNNER_PROTOCOL_VERSION,
+        runner_id: 'R1',
+        capacity: { max_init_workers: 8, max_run_workers: 6, max_postrun_workers: 8 },
+        upstream: { model: 'Qwen/Qwen3-8B', kind: 'vllm', max_model_len: 4096 },
+        sessions: [
+          { session_id: 's-acked', status: 'ASSIGNED' },
+          { session_id: 's-stranger', status: 'RUNNING' },
+        ],
+        labels: { zone: 'b' },
+        evaluators: ['test_on_output'],
+      } as never,
+      true,
+    )
+    expect(answer).toEqual({ registered: true })
+    expect(h.called('runnerLost')).toEqual([])
+    expect(h.of('registered')).toEqual([
+      {
+        type: 'registered',
+        protocol_version: RUNNER_PROTOCOL_VERSION,
+        runner_id: 'R1',
+        heartbeat_interval_ms: HEARTBEAT_MS,
+        reconnect_grace_ms: GRACE_MS,
+        keep: ['s-acked'],
+        drop: [],
+      },
+    ])
+    expect(h.events.filter((event) => event.type === 'runner.registered')).toHaveLength(1)
+    expect(h.state('s-flight')).toMatchObject({ state: 'assigned', runner_id: 'R1', assigned_at: 1_000_000 })
+    const runner = h.registry.runner('R1')!
+    expect(runner).toMatchObject({
+      capacity: { max_init_workers: 8, max_run_workers: 6, max_postrun_workers: 8, ready_buffer: 6 },
+      upstream: { model: 'Qwen/Qwen3-8B', kind: 'vllm', max_model_len: 4096 },
+      labels: { zone: 'b' },
+      evaluators: ['test_on_output'],
+      draining: true,
+      last_seen: 1_001_000,
+    })
+    // Draining: the runner-route session that its engine now allows is not sent to it; nothing is sent again.
+    expect(h.of('assign')).toEqual([])
+    await h.message('R1', { type: 'ack', session_id: 's-flight', accepted: true, reason: null })
+    expect(h.state('s-flight')!.state).toBe('acked')
+    expect(h.of('cancel')).toEqual([])
+  })
+
+  it('an update that now serves a model takes the queued runner-route session; a new connection registers in full', async () => {
+    const h = hub()
+    await h.connect('R1')
+    await h.coordinator.enqueue(ticket('s-runner', { route: 'runner' }))
+    expect(h.of('assign')).toEqual([])
+    await h.coordinator.onMessage(
+      'R1',
+      {
+        type: 'register',
+        protocol_version: RUNNER_PROTOCOL_VERSION,
+        runner_id: 'R1',
+        capacity: { max_init_workers: 4, max_run_workers: 4, max_postrun_workers: 4 },
+        upstream: { model: 'Qwen/Qwen3-8B', kind: 'vllm' },
+        sessions: [],
+        labels: {},
+      } as never,
+      true,
+    )
+    // The update starts a dispatch (not awaited); everything here is in-memory: one macrotask turn later it is done.
+    await new Promise((resolve) => setImmediate(resolve))
+    expect(h.of('assign')[0]!.session.session_id).toBe('s-runner')
+    // Not registered on this connection (a reconnect): the full registration, which loses what is not listed.
+    h.sent.length = 0
+    await h.connect('R1')
+    expect(h.called('runnerLost').map((call) => call.session)).toEqual(['s-runner'])
+  })
+})
+
 describe('hub: assignment', () => {
   it('hands the runner the session spec, its token as every API key and the edge base URLs', async () => {
     const h = hub()

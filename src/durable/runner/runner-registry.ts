@@ -190,6 +190,30 @@ export class RunnerRegistry {
     return this.runner(runnerId) as RunnerRow
   }
 
+  /**
+   * What a registered runner offers changed (a second `register` on its live connection): capacity, engine,
+   * labels, evaluators. Its dispatch state (draining, reservations, connection) stays.
+   */
+  updateRunner(
+    runnerId: string,
+    capacity: RunnerCapacity,
+    upstream: RunnerRow['upstream'],
+    labels: Record<string, string>,
+    now: number,
+    evaluators: readonly string[] | null = null,
+  ): void {
+    const full: Required<RunnerCapacity> = { ...capacity, ready_buffer: capacity.ready_buffer ?? capacity.max_run_workers }
+    this.#sql.run(
+      'UPDATE hub_runners SET capacity = ?, upstream = ?, labels = ?, evaluators = ?, last_seen = ? WHERE runner_id = ?',
+      JSON.stringify(full),
+      upstream ? JSON.stringify(upstream) : null,
+      JSON.stringify(labels),
+      evaluators ? JSON.stringify(evaluators) : null,
+      now,
+      runnerId,
+    )
+  }
+
   runner(runnerId: string): RunnerRow | null {
     const row = this.#sql.first<Row>('SELECT * FROM hub_runners WHERE runner_id = ?', runnerId)
     return row ? runnerFromRow(row) : null

@@ -2,7 +2,8 @@
  * The runner agent's protocol duties against a scripted edge (a real `ws` server): acknowledge and run
  * assignments reporting each status, refuse new work while draining, keep a result that finished while the
  * link was down (listed as held at re-registration, sent once registered), and stop silently what the edge
- * drops after a reconnect; and tell the edge when its engine comes back with another window.
+ * drops after a reconnect; and tell the edge when its engine comes up or back with another window — in a
+ * heartbeat, never a second `register` on a live connection.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
@@ -29,6 +30,8 @@ interface Edge {
   /** What `registered` answers next: which reported sessions to drop. */
   dropNext: string[]
   connections: number
+  /** While set, `registered` waits until it resolves (the edge is slow to answer a registration). */
+  registeredGate: Promise<void> | null
 }
 
 async function scriptedEdge(): Promise<Edge> {
@@ -40,6 +43,7 @@ async function scriptedEdge(): Promise<Edge> {
     received: [],
     dropNext: [],
     connections: 0,
+    registeredGate: null,
     socket: () => current as WebSocket,
     send: (message) => current?.send(JSON.stringify(message)),
   }
@@ -52,15 +56,17 @@ async function scriptedEdge(): Promise<Edge> {
       if (message.type === 'register') {
         const reported = message.sessions?.map((entry) => entry.session_id) ?? []
         const drop = reported.filter((id) => edge.dropNext.includes(id))
-        ws.send(
-          JSON.stringify({
-            type: 'registered',
-            protocol_version: 1,
-            runner_id: 'r1',
-            heartbeat_interval_ms: 60_000,
-            keep: reported.filter((id) => !drop.includes(id)),
-            drop,
-          }),
+        void (edge.registeredGate ?? Promise.resolve()).then(() =>
+          ws.send(
+            JSON.stringify({
+              type: 'registered',
+              protocol_version: 1,
+              runner_id: 'r1',
+              heartbeat_interval_ms: 60_000,
+              keep: reported.filter((id) => !drop.includes(id)),
+              drop,
+            }),
+          ),
         )
       }
     })
@@ -148,24 +154,89 @@ const of = (edge: Edge, type: string, id?: string) =>
   edge.received.filter((message) => message.type === type && (id === undefined || ('session_id' in message && message.session_id === id)))
 
 describe('runner agent protocol', () => {
-  it('an engine still loading at start is asked again; once it answers, the runner registers again with its model', async () => {
+  it('an engine still loading at start is asked again; once it answers, a heartbeat says so (never a second register)', async () => {
     let loaded = false
     const engine = createServer((request, response) => {
       if (request.url === '/v1/models' && loaded)
-        response.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[{"id":"m-1"}]}')
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[{"id":"m-1","max_model_len":4096}]}')
       else response.writeHead(503, { 'content-type': 'application/json' }).end('{"error":"loading"}')
     })
     await new Promise<void>((resolve) => engine.listen(0, '127.0.0.1', resolve))
     cleanups.push(() => new Promise<void>((resolve) => engine.close(() => resolve())))
     const address = engine.address()
     const edge = await scriptedEdge()
-    await start(edge, { upstreamUrl: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`, modelRetryMs: 20 })
+    const { stages } = await start(edge, {
+      upstreamUrl: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`,
+      modelRetryMs: 20,
+    })
     const registers = () => of(edge, 'register') as Extract<RunnerMessageInput, { type: 'register' }>[]
+    const announced = () =>
+      (of(edge, 'heartbeat') as Extract<RunnerMessageInput, { type: 'heartbeat' }>[]).flatMap((beat) =>
+        beat.upstream ? [beat.upstream] : [],
+      )
     expect(registers()[0]?.upstream).toBeNull()
+    // An assignment arrives while the engine is still down; the runner holds it when the engine comes up.
+    edge.send({ type: 'assign', session: assignment('s-early') })
+    await until(() => stages.pending.some((step) => step.id === 's-early'), 'the assignment taken')
     loaded = true
-    await until(() => registers().length === 2, 'second register')
-    expect(registers()[1]?.upstream).toEqual({ model: 'm-1', kind: 'vllm' })
-    expect(edge.connections).toBe(1)
+    await until(() => announced().length === 1, 'the engine announced')
+    expect(announced()[0]).toEqual({ model: 'm-1', kind: 'vllm', max_model_len: 4_096 })
+    expect({ connections: edge.connections, registers: registers().length }).toEqual({ connections: 1, registers: 1 })
+    // Announced once: later heartbeats carry no engine until it changes.
+    const beats = of(edge, 'heartbeat').length
+    stages.step('s-early', 'init').succeed()
+    await until(() => of(edge, 'heartbeat').length > beats + 1, 'more heartbeats')
+    expect(announced()).toHaveLength(1)
+    // The next connection's register carries it.
+    edge.socket().terminate()
+    await until(() => registers().length === 2, 'the reconnect')
+    expect(registers()[1]?.upstream).toEqual({ model: 'm-1', kind: 'vllm', max_model_len: 4_096 })
+    expect(registers()[1]?.sessions).toEqual([{ session_id: 's-early', status: 'RUNNING' }])
+  })
+
+  it("an engine that answers between the register and the edge's registered is announced once registered", async () => {
+    let loaded = false
+    const engine = createServer((request, response) => {
+      if (request.url === '/v1/models' && loaded)
+        response.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[{"id":"m-2"}]}')
+      else response.writeHead(503).end()
+    })
+    await new Promise<void>((resolve) => engine.listen(0, '127.0.0.1', resolve))
+    cleanups.push(() => new Promise<void>((resolve) => engine.close(() => resolve())))
+    const address = engine.address()
+    const edge = await scriptedEdge()
+    let answer = () => {}
+    edge.registeredGate = new Promise<void>((resolve) => {
+      answer = resolve
+    })
+    const logs: string[] = []
+    const dir = mkdtempSync(join(tmpdir(), 'rollgate-agent-'))
+    const agent = new RunnerAgent({
+      edgeUrl: `http://127.0.0.1:${edge.port}`,
+      token: 't',
+      runnerId: 'r1',
+      stateDir: dir,
+      upstreamUrl: `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`,
+      servedModel: null,
+      modelRetryMs: 20,
+      upstreamRefreshMs: 0,
+      capacity: { max_init_workers: 1, max_run_workers: 1, max_postrun_workers: 1, ready_buffer: 1 },
+      handlers: new ManualStages() as unknown as StageHandlers<SessionJob, unknown>,
+      log: (event) => logs.push(event),
+      backoff: { baseMs: 10, maxMs: 30 },
+    })
+    cleanups.push(async () => {
+      await agent.connection.close('shutdown')
+      rmSync(dir, { recursive: true, force: true })
+    })
+    await agent.start()
+    await until(() => of(edge, 'register').length === 1, 'the register')
+    loaded = true
+    await until(() => logs.includes('upstream.discovered'), 'the engine found before the edge answered')
+    answer()
+    await agent.registered()
+    await until(() => of(edge, 'heartbeat').some((beat) => 'upstream' in beat && beat.upstream !== undefined), 'the engine announced')
+    expect(of(edge, 'register')).toHaveLength(1)
   })
 
   it("a restarted engine's new window reaches the edge in a heartbeat: after a failed call once it answers, on reconnect, and on the periodic re-read", async () => {
@@ -291,5 +362,21 @@ describe('runner agent protocol', () => {
     stages.step('s5', 'init').fail()
     await drained
     expect(of(edge, 'session.finished', 's5')[0]).toMatchObject({ error: 'init failed: init of s5 failed' })
+  })
+  it('a result is written once per connection, even when another session finishes before its write completed', async () => {
+    const edge = await scriptedEdge()
+    const { stages } = await start(edge)
+    for (const id of ['f1', 'f2']) edge.send({ type: 'assign', session: assignment(id) })
+    await until(() => stages.pending.filter((step) => step.kind === 'init').length === 2, 'both started')
+    for (const id of ['f1', 'f2']) stages.step(id, 'init').succeed()
+    await until(() => stages.pending.filter((step) => step.kind === 'run').length === 2, 'both running')
+    for (const id of ['f1', 'f2']) stages.step(id, 'run').succeed()
+    await until(() => stages.pending.filter((step) => step.kind === 'postrun').length === 2, 'both in POST_RUN')
+    // In one tick: the second result is queued before the socket wrote the first.
+    stages.step('f1', 'postrun').succeed()
+    stages.step('f2', 'postrun').succeed()
+    // Sent in order: a second f1 would have been written before f2.
+    await until(() => of(edge, 'session.finished', 'f2').length === 1, 'both reported')
+    expect([of(edge, 'session.finished', 'f1').length, of(edge, 'session.finished', 'f2').length]).toEqual([1, 1])
   })
 })
