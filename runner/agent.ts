@@ -79,6 +79,8 @@ export class RunnerAgent {
   readonly #writing = new Map<RunnerMessageInput, number>()
   /** Connections opened so far (one `register` each). */
   #connections = 0
+  /** The connection (by number) that was told `drain` (0: none). */
+  #drainSentOn = 0
   /** Asking a failed engine until it answers again (one watch at a time). */
   #engineWatch: Promise<void> | null = null
   #refreshTimer: ReturnType<typeof setInterval> | null = null
@@ -254,7 +256,7 @@ export class RunnerAgent {
     if (!this.#draining) {
       this.#draining = true
       this.pipeline.close()
-      this.connection.send({ type: 'drain' })
+      if (this.connection.send({ type: 'drain' })) this.#drainSentOn = this.#connections
       this.options.log('runner.draining', { held: this.pipeline.size })
     }
     await this.pipeline.idle()
@@ -323,7 +325,9 @@ export class RunnerAgent {
           this.#outbox.delete(sessionId)
           this.pipeline.cancel(sessionId, 'drop')
         }
-        if (this.#draining) this.connection.send({ type: 'drain' })
+        // Once per connection: `drain()` may have told this one already (between its register and this answer).
+        if (this.#draining && this.#drainSentOn !== this.#connections && this.connection.send({ type: 'drain' }))
+          this.#drainSentOn = this.#connections
         break
       }
       case 'assign': {

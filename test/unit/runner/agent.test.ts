@@ -3,7 +3,8 @@
  * assignments reporting each status, refuse new work while draining, keep a result that finished while the
  * link was down (listed as held at re-registration, sent once registered), and stop silently what the edge
  * drops after a reconnect; and tell the edge when its engine comes up or back with another window — in a
- * heartbeat, never a second `register` on a live connection.
+ * heartbeat, never a second `register` on a live connection. Nothing is said twice on one connection: a result,
+ * `drain`.
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:http'
@@ -378,5 +379,31 @@ describe('runner agent protocol', () => {
     // Sent in order: a second f1 would have been written before f2.
     await until(() => of(edge, 'session.finished', 'f2').length === 1, 'both reported')
     expect([of(edge, 'session.finished', 'f1').length, of(edge, 'session.finished', 'f2').length]).toEqual([1, 1])
+  })
+  it("drain is said once per connection, also when it starts between the register and the edge's answer", async () => {
+    const edge = await scriptedEdge()
+    const { agent, stages } = await start(edge)
+    edge.send({ type: 'assign', session: assignment('d1') })
+    await until(() => stages.pending.some((step) => step.id === 'd1'), 'init started')
+    let answer = () => {}
+    edge.registeredGate = new Promise<void>((resolve) => {
+      answer = resolve
+    })
+    edge.socket().terminate()
+    await until(() => of(edge, 'register').length === 2, 'the second connection registering')
+    const drained = agent.drain()
+    await until(() => of(edge, 'drain').length === 1, 'drain said')
+    answer()
+    await agent.registered()
+    // A frame after the answer: anything the answer made the runner send arrives before it.
+    agent.connection.beat()
+    await until(() => of(edge, 'heartbeat').length === agent.connection.stats.heartbeats, 'every heartbeat sent so far')
+    expect(of(edge, 'drain')).toHaveLength(1)
+    // The next connection is told again.
+    edge.registeredGate = null
+    edge.socket().terminate()
+    await until(() => of(edge, 'drain').length === 2, 'drain said on the third connection')
+    stages.step('d1', 'init').fail()
+    await drained
   })
 })
