@@ -24,6 +24,7 @@ function isSpace(code: number): boolean {
 }
 
 function skipSpace(text: string, at: number): number {
+  // Stryker disable next-line ConditionalExpression,EqualityOperator: past the end `charCodeAt` is NaN, no space
   while (at < text.length && isSpace(text.charCodeAt(at))) at++
   return at
 }
@@ -33,6 +34,7 @@ function stringEnd(text: string, at: number): number {
   let from = at + 1
   for (;;) {
     const quote = text.indexOf('"', from)
+    // Stryker disable next-line EqualityOperator: the search starts after the opening quote, so a quote is never at 0
     if (quote < 0) return -1
     let backslashes = 0
     while (text.charCodeAt(quote - 1 - backslashes) === BACKSLASH) backslashes++
@@ -56,10 +58,12 @@ export function valueEnd(text: string, at: number): number {
     return end > at ? end : -1
   }
   let depth = 0
+  // Stryker disable next-line EqualityOperator: at the end `charCodeAt` is NaN, which no branch takes
   for (let i = at; i < text.length; i++) {
     const code = text.charCodeAt(i)
     if (code === QUOTE) {
       const end = stringEnd(text, i)
+      // Stryker disable next-line EqualityOperator: a string ends at least two past its quote, never at 0
       if (end < 0) return -1
       i = end - 1
     } else if (code === OPEN_BRACKET || code === OPEN_BRACE) depth++
@@ -77,14 +81,17 @@ export function locateMessages(text: string): { open: number; close: number } | 
   if (text.charCodeAt(at) !== OPEN_BRACE) return null
   at = skipSpace(text, at + 1)
   let found: { open: number; close: number } | null = null
+  // Stryker disable next-line LogicalOperator,ConditionalExpression,EqualityOperator: re-entered only after a comma, where an object text has a quote; anything else is not JSON and `RequestParser.parse` throws on it either way
   while (at < text.length && text.charCodeAt(at) === QUOTE) {
     const keyEnd = stringEnd(text, at)
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: an unterminated key (-1) fails the colon check next (`charCodeAt(-1)` is NaN)
     if (keyEnd < 0) return null
     const key = text.slice(at + 1, keyEnd - 1)
     at = skipSpace(text, keyEnd)
     if (text.charCodeAt(at) !== COLON) return null
     at = skipSpace(text, at + 1)
     const end = valueEnd(text, at)
+    // Stryker disable next-line EqualityOperator: a value ends after its first character, never at 0
     if (end < 0) return null
     // The last one wins, as in JSON.parse.
     if (key === 'messages') found = text.charCodeAt(at) === OPEN_BRACKET ? { open: at, close: end - 1 } : null
@@ -139,6 +146,7 @@ export class RequestParser {
   /** The previous body's messages plus the elements appended to them, when `text` extends it. */
   #extend(text: string, seq: number, shared: SharedPrefix | null): Parsed | null {
     const last = this.#last
+    // Stryker disable next-line ConditionalExpression,EqualityOperator: a text no longer than the previous array's end is a prefix of it at most (the hint never claims more than the text holds), so the extension fails anyway
     if (last === null || text.length <= last.close) return null
     const known = shared !== null && shared.seq === last.seq && shared.length >= last.close
     // String equality of flat strings is a memcmp in V8 (`startsWith` compares character by character).
@@ -151,6 +159,7 @@ export class RequestParser {
     while (code === COMMA || (code !== CLOSE_BRACKET && at === start && last.messages.length === 0)) {
       if (code === COMMA) at = skipSpace(text, at + 1)
       const end = valueEnd(text, at)
+      // Stryker disable next-line ConditionalExpression,EqualityOperator: an element without an end starts at a structural character, so parsing its text throws as JSON.parse of the body does
       if (end < 0) return null
       added.push(JSON.parse(text.slice(at, end)))
       at = skipSpace(text, end)
