@@ -17,6 +17,7 @@ import { startStatusServer } from '../../runner/status/status-server.ts'
 import { Reporter } from '../../runner/status/reporter.ts'
 import type { StageHandlers } from '../../runner/pools/pipeline.ts'
 import type { ReadOnlyBind } from '../../runner/runtime/runtime.ts'
+import { DEFAULT_EDGE_URL, parseEdgeUrl } from '../lib/common-options.ts'
 
 export interface RunnerCommandOptions {
   edge: string
@@ -48,6 +49,18 @@ function positiveInt(name: string, min = 1) {
   }
 }
 
+/** `--upstream`: `none` or an http(s) URL (a bare `host:port` was retried as an unreachable engine). */
+export function parseUpstreamUrl(value: string): string {
+  if (value === 'none') return value
+  let protocol = ''
+  try {
+    protocol = new URL(value).protocol
+  } catch {}
+  if (protocol !== 'http:' && protocol !== 'https:')
+    throw new InvalidArgumentError(`Not an http(s) URL: give the engine's base URL, e.g. http://127.0.0.1:8000, or none`)
+  return value
+}
+
 /** `host[:inside]` (comma-separated for several): `inside` defaults to the host path; both absolute once resolved. */
 export function parseReadOnlyBinds(value: string, previous: ReadOnlyBind[] = []): ReadOnlyBind[] {
   const binds = [...previous]
@@ -65,7 +78,7 @@ export function register(program: Command): void {
   program
     .command('runner')
     .description('run the runner agent: sessions on this host, inference tunnelled from the local engine')
-    .addOption(new Option('--edge <url>', 'edge base URL').env('ROLLGATE_EDGE_URL').default('http://127.0.0.1:8787'))
+    .addOption(new Option('--edge <url>', 'edge base URL').env('ROLLGATE_EDGE_URL').default(DEFAULT_EDGE_URL).argParser(parseEdgeUrl))
     .addOption(
       new Option('--token <token>', 'runner token (the edge’s ROLLGATE_RUNNER_TOKEN)')
         .env('ROLLGATE_RUNNER_TOKEN')
@@ -74,7 +87,8 @@ export function register(program: Command): void {
     .addOption(
       new Option('--upstream <url>', 'local engine answering tunnelled calls ("none": serve no model)')
         .env('ROLLGATE_UPSTREAM_URL')
-        .default('http://127.0.0.1:8000'),
+        .default('http://127.0.0.1:8000')
+        .argParser(parseUpstreamUrl),
     )
     .addOption(new Option('--served-model <name>', 'model the engine serves (default: its /v1/models)').env('ROLLGATE_SERVED_MODEL'))
     .addOption(

@@ -11,6 +11,8 @@ import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { drainTimeoutSeconds } from '../../cli/commands/gate.ts'
 import { sessionLines, taskFromInputs, timeoutMs, warningLines } from '../../cli/commands/submit.ts'
+import { freePort } from '../../scripts/lib/processes.ts'
+import { childOutput } from '../support/child-output.ts'
 
 const ROOT = join(import.meta.dirname, '../..')
 const run = (...args: string[]) => spawnSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8', timeout: 30_000 })
@@ -155,6 +157,90 @@ it('rollgate export into a reader that stops early (`| head`) ends quietly, exit
     await new Promise<void>((resolve) => edge.close(() => resolve()))
   }
 }, 60_000)
+
+describe('rollgate: an edge or engine URL that is not one is bad input (exit 2, nothing started), naming what to give', () => {
+  // Before, `127.0.0.1:8787` was "edge unreachable" (exit 3) and a harness's `<edge>/v1` a 404 on an admin route;
+  // the runner retried either forever.
+  for (const [args, env, message] of [
+    [
+      ['status', '--edge', '127.0.0.1:8787'],
+      {},
+      /argument '127\.0\.0\.1:8787' is invalid\. Not a URL: give the edge's base URL with its scheme, e\.g\. http:\/\/127\.0\.0\.1:8787\n/,
+    ],
+    [['status', '--edge', 'ftp://edge'], {}, /Not an http\(s\) URL/],
+    [
+      ['status'],
+      { ROLLGATE_EDGE_URL: 'http://127.0.0.1:8787/v1' },
+      /from env 'ROLLGATE_EDGE_URL' is invalid\. It ends in \/v1, as a harness's base URL does: give the edge's own, without \/v1 \(e\.g\. http:\/\/127\.0\.0\.1:8787\)/,
+    ],
+    [['export', 's1', '--edge', 'https://edge.example/v1beta/'], {}, /without \/v1beta \(e\.g\. https:\/\/edge\.example\)/],
+    [['runner', '--edge', 'http://127.0.0.1:8787/v1', '--state-dir', '/nonexistent/never-used'], {}, /It ends in \/v1/],
+    [
+      ['runner', '--upstream', '127.0.0.1:8000', '--state-dir', '/nonexistent/never-used'],
+      {},
+      /argument '127\.0\.0\.1:8000' is invalid\. Not an http\(s\) URL: give the engine's base URL/,
+    ],
+  ] as const) {
+    it(`${Object.entries(env)
+      .map(([key, value]) => `${key}=${value} `)
+      .join('')}rollgate ${args.join(' ')}`, () => {
+      const result = spawnSync(process.execPath, ['cli/rollgate.ts', ...args], {
+        cwd: ROOT,
+        encoding: 'utf8',
+        timeout: 30_000,
+        env: { ...process.env, ROLLGATE_EDGE_URL: '', ...env },
+      })
+      expect(result.stderr).toMatch(/^error: option '--(edge|upstream) <url>' /)
+      expect(result.stderr).toMatch(message)
+      expect(result.stdout).toBe('')
+      expect(result.status).toBe(2)
+    }, 60_000)
+  }
+  it('a URL without the path is taken (trailing slash and all)', () => {
+    const parsed = spawnSync(process.execPath, ['cli/rollgate.ts', 'status', '--edge', 'http://127.0.0.1:1/', '--json'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 30_000,
+    })
+    expect(parsed.stderr).toMatch(/^rollgate: edge unreachable at http:\/\/127\.0\.0\.1:1 /)
+  }, 60_000)
+})
+
+describe('rollgate: the edge errors a new user meets first name the next step', () => {
+  it('an edge that is not running: exit 3, then how to start one or point at another', async () => {
+    const port = await freePort()
+    const child = spawn(process.execPath, ['cli/rollgate.ts', 'status', '--edge', `http://127.0.0.1:${port}`], { cwd: ROOT })
+    const result = await childOutput(child)
+    expect(result.code).toBe(3)
+    expect(result.stderr).toBe(
+      `rollgate: edge unreachable at http://127.0.0.1:${port} (ECONNREFUSED)\n` +
+        '  is the edge running? `npm run dev:stack` starts one on http://127.0.0.1:8787; another edge: --edge <url> or ROLLGATE_EDGE_URL\n',
+    )
+  }, 60_000)
+
+  it('a wrong admin token: exit 3, then where the right one comes from', async () => {
+    // The edge's answer to a wrong admin token (src/worker/auth).
+    const edge = createServer((_request, response) => {
+      response.writeHead(401, { 'content-type': 'application/json' })
+      response.end(JSON.stringify({ error: { message: 'invalid admin token', type: 'authentication_error', param: null, code: null } }))
+    })
+    await new Promise<void>((resolve) => edge.listen(0, '127.0.0.1', resolve))
+    try {
+      const { port } = edge.address() as AddressInfo
+      const child = spawn(process.execPath, ['cli/rollgate.ts', 'status', '--edge', `http://127.0.0.1:${port}`, '--admin-token', 'wrong'], {
+        cwd: ROOT,
+      })
+      const result = await childOutput(child)
+      expect(result.code).toBe(3)
+      expect(result.stderr).toBe(
+        'rollgate: GET /rollout/status → 401: invalid admin token\n' +
+          "  pass the edge's ROLLGATE_ADMIN_TOKEN with --admin-token or ROLLGATE_ADMIN_TOKEN (npm run dev / dev:stack: dev-admin-token unless ROLLGATE_ADMIN_TOKEN was set)\n",
+      )
+    } finally {
+      await new Promise<void>((resolve) => edge.close(() => resolve()))
+    }
+  }, 60_000)
+})
 
 it('rollgate submit of a task whose earlier run goes on says how to run it again (exit 2)', async () => {
   // The edge's answer to a task id still running (src/worker/routes/rollout.ts).
