@@ -230,7 +230,9 @@ let code = 1
 try {
   code = await main()
 } catch (error) {
-  process.stderr.write(`demo failed: ${(error as Error).message}\n`)
+  // After Ctrl-C the shutdown stops the edge under the task watch, whose next poll then fails: that is the
+  // interrupt, said already, not a failure of the demo.
+  if (!interrupted) process.stderr.write(`demo failed: ${(error as Error).message}\n`)
 } finally {
   await shutdown()
 }
