@@ -70,7 +70,8 @@ echo "COMPLETIONS $(curl -s "$EDGE/v1/sessions/$ID/completions" -H "authorizatio
   // PATH as a new user's shell has it: the system's Node and npm (npx --prefix finds the repo's own bins).
   const child = spawn('unshare', ['-n', 'bash', driver], {
     cwd: ROOT,
-    env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8' },
+    // TMPDIR: the block's `mktemp -d` (where Qwen Code writes hello.txt) lands in this test's scratch dir.
+    env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', LANG: 'C.UTF-8', TMPDIR: scratch },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   })
