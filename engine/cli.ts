@@ -11,6 +11,7 @@ import { z } from 'zod'
 import { isPolicyName, POLICY_NAMES } from './policy/registry.ts'
 import { type ScriptTurn, scriptSchema } from './policy/script.ts'
 import { DEFAULT_HOST, DEFAULT_MAX_MODEL_LEN, DEFAULT_SERVED_MODEL, startEngine } from './server.ts'
+import { describePortHolder } from '../scripts/lib/port-holder.ts'
 
 const DEFAULT_PORT = 8000
 
@@ -122,6 +123,14 @@ main().catch((error: unknown) => {
   if (error instanceof UsageError) {
     console.error(`error: ${error.message}\n\n${USAGE}`)
     process.exit(2)
+  }
+  const { code, port } = error as NodeJS.ErrnoException & { port?: number }
+  if (code === 'EADDRINUSE' && port !== undefined) {
+    // As dev / dev:stack say it: which port, what holds it, what to do (was the bare listen error).
+    console.error(
+      `error: port ${port} is already in use (${describePortHolder(port)}another engine still running?): stop it, or pick another with --port`,
+    )
+    process.exit(1)
   }
   console.error(`engine: ${(error as Error).message}`)
   process.exit(1)

@@ -5,6 +5,7 @@
  */
 import { edgeVarsFromEnv } from './dev.ts'
 import { assertPortFree, PortInUseError, startEdge } from './lib/processes.ts'
+import { describePortHolder } from './lib/port-holder.ts'
 import { scriptArgs } from './lib/script-args.ts'
 
 const USAGE = `Usage: npm run dev:stack -- [--port 8787] [--engine-port 8000] [--policy scripted] [--max-model-len 262144] [--persist-to .state]   (also: npx rollgate dev --stack …)
@@ -40,7 +41,7 @@ function portTaken(error: unknown, flag: string, port: string): never {
   const code = (error as NodeJS.ErrnoException).code
   if (!(error instanceof PortInUseError) && code !== 'EADDRINUSE') throw error
   process.stderr.write(
-    `error: ${error instanceof PortInUseError ? error.message : `port ${port} is already in use (another engine still running?): stop it, or pick another with ${flag}`}\n`,
+    `error: ${error instanceof PortInUseError ? error.message : `port ${port} is already in use (${describePortHolder(Number(port))}another engine still running?): stop it, or pick another with ${flag}`}\n`,
   )
   process.exit(1)
 }

@@ -7,6 +7,7 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { readdirSync, readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
+import { describePortHolder } from './port-holder.ts'
 
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const WRANGLER_BIN = fileURLToPath(new URL('../../node_modules/wrangler/bin/wrangler.js', import.meta.url))
@@ -39,7 +40,7 @@ export function assertPortFree(port: number, flag = '--port'): Promise<void> {
       reject(
         error.code === 'EADDRINUSE'
           ? new PortInUseError(
-              `port ${port} is already in use (another edge or engine still running?): stop it, or pick another with ${flag}`,
+              `port ${port} is already in use (${describePortHolder(port)}another edge or engine still running?): stop it, or pick another with ${flag}`,
             )
           : error,
       ),

@@ -55,15 +55,19 @@ describe('dev scripts: a port already taken is one line naming it, exit 1, nothi
     ['dev --port', ['scripts/dev.ts'], '--port'],
     ['dev:stack --port', ['scripts/dev-stack.ts'], '--port'],
     ['dev:stack --engine-port', ['scripts/dev-stack.ts'], '--engine-port'],
+    ['engine --port', ['engine/cli.ts'], '--port'],
   ] as const) {
     it(name, async () => {
       const { server, port } = await held()
       try {
         const other = flag === '--port' ? ['--engine-port', '0'] : ['--port', '0']
-        const result = run(...entry, flag, port, ...(entry[0] === 'scripts/dev.ts' ? [] : other), '--persist-to', '/nonexistent/never-used')
+        const extra = entry[0] === 'scripts/dev-stack.ts' ? [...other, '--persist-to', '/nonexistent/never-used'] : []
+        const result = run(...entry, flag, port, ...(entry[0] === 'scripts/dev.ts' ? ['--persist-to', '/nonexistent/never-used'] : extra))
         expect(result.stderr).toMatch(
           new RegExp(`^error: port ${port} is already in use \\(.*\\): stop it, or pick another with ${flag}\\n$`),
         )
+        // It names what holds the port (here this test's process), so a leftover edge with no terminal can be stopped.
+        expect(result.stderr).toContain(`(pid ${process.pid}: node `)
         expect(result.status).toBe(1)
       } finally {
         server.close()
