@@ -19,6 +19,8 @@ export default {
     'src/worker/query.ts',
     'src/durable/session/completion-log.ts',
     'src/durable/session/text-delta.ts',
+    'src/durable/session/request-messages.ts',
+    'src/durable/session/forward-rows.ts',
     'src/normalize/providers/anthropic/anthropic-stream.ts',
     'src/normalize/providers/openai-chat/openai-chat-stream.ts',
     'src/normalize/providers/openai-responses/openai-responses-stream.ts',

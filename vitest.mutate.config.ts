@@ -7,7 +7,7 @@ import { defineConfig } from 'vitest/config'
  * `ROLLGATE_MUTATE_TESTS` (comma-separated globs, so no `{a,b}` braces) narrows the tests for a run scoped to one module.
  */
 const DEFAULT_TESTS = [
-  'test/unit/edge/{proxy-promises,session-access,query,event-bus,runner-warnings,zod-issues,call-upstream,completion-log,completion-log-reads,completion-log-work,engine-request,credentials,text-delta}.test.ts',
+  'test/unit/edge/{proxy-promises,session-access,query,event-bus,runner-warnings,zod-issues,call-upstream,completion-log,completion-log-reads,completion-log-work,completion-log-edit-coding,engine-request,credentials,text-delta,request-messages,forward-rows}.test.ts',
   'test/unit/contract/{adapters,session-token}.test.ts',
   'test/unit/providers/*.test.ts',
   'test/unit/reconstruct-{builder-config,rewards,golden,branches,segment,polar-strict}.test.ts',
