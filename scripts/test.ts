@@ -8,11 +8,13 @@
  * The tests run with their own temp dir (`TMPDIR`, inherited by every process they start): whatever is left in
  * it when they end — a test or a process it started that did not clean up — is named, removed, and counted as
  * one failed check, so `npm test` never leaves anything in the system temp dir and a leak cannot come back.
+ * vitest's JSON report stays in `reports/test-results.json`.
  */
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { createCLI } from 'vitest/node'
 
 interface VitestJson {
@@ -34,7 +36,8 @@ const SHARED_CACHES = new Set([
 const USAGE = `usage: npm test -- [vitest run arguments …]
 
 Runs every vitest project (unit, workers, integration) with its own temp dir and ends with the line
-"N passed, N failed"; anything the tests leave in their temp dir counts as one failure.
+"N passed, N failed"; anything the tests leave in their temp dir counts as one failure. vitest's JSON
+report: reports/test-results.json.
 Arguments go to vitest run, e.g. npm test -- --project unit, or npm test -- test/unit/cli-args.test.ts
 (vitest run's options: npx vitest run --help).`
 
@@ -53,8 +56,12 @@ try {
   process.exit(2)
 }
 
-const scratch = mkdtempSync(join(tmpdir(), 'rollgate-test-'))
-const outputFile = join(scratch, 'results.json')
+// vitest's JSON report, kept where its "JSON report written to …" line says (it was written into a temp dir this
+// script then removed): `reports/` at the repo root, not in git, as the mutation reports.
+const reports = fileURLToPath(new URL('../reports/', import.meta.url))
+mkdirSync(reports, { recursive: true })
+const outputFile = join(reports, 'test-results.json')
+rmSync(outputFile, { force: true })
 // A short name: unix socket paths under it (the runner's edge relay) must stay within 107 bytes.
 const testTmp = mkdtempSync(join(tmpdir(), 'rgt-'))
 const result = spawnSync('vitest', ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${outputFile}`, ...args], {
@@ -76,7 +83,6 @@ try {
   summary = null
 }
 const leftovers = readdirSync(testTmp).filter((name) => !SHARED_CACHES.has(name))
-rmSync(scratch, { recursive: true, force: true })
 rmSync(testTmp, { recursive: true, force: true })
 if (leftovers.length > 0) {
   const shown = leftovers.slice(0, 20).join(', ')
