@@ -28,6 +28,19 @@
  * with this checkout's runner code; no v1 runner), and its `direct` and `tunnel` paths join the rotation as
  * `edge_b_direct` and `edge_b_tunnel`: two edge builds' tunnel costs side by side in one run, each against
  * its own direct call (`edge_b_*` figures; CPU is charged to each stack's own workerd and runner).
+ * `--edge-b-runner DIR` (with `--edge-b`): the second stack's runner runs checkout DIR's runner code, so the
+ * second stack is a whole other build (e.g. main's bundle and a detached worktree of main): before/after of
+ * a change on both ends in one alternating run.
+ *
+ * Warm-up (`--warmup N`, default 1500; 0: none): before the first size's figures, one paired concurrency-1
+ * round on the fresh processes is reported as `cold` (not judged), then N requests per path at concurrency 32
+ * warm every process. A runner serves calls for hours; its first ~1,000 calls run V8's baseline code (its
+ * CPU per call at concurrency 1 fell from 1.4 to 0.65 ms over the first 1,250 calls in this stack), so
+ * without the warm-up the 2 KB figures, measured first, judged a cold runner.
+ *
+ * CPU per call at concurrency 1 (`c1_cpu_ms`): the paired rounds charge each stack's workerd and runner CPU
+ * to its own paths; with `--paths direct,tunnel` a stack's workerd figure is per direct + tunnel pair (the
+ * direct call's share is the same code in both stacks) and its runner figure per tunnelled call.
  *
  * Every loop is bounded in count and time. Last line: one JSON object with every figure, and
  * `targets` (issue #10, item 3): the tunnel adds ≤ 1.5 ms p50 over the direct edge call at 2 KB and
@@ -58,6 +71,9 @@ const { values } = parseArgs({
     paths: { type: 'string', default: 'upstream,bare_session,direct,tunnel_v1,tunnel' },
     'runner-b': { type: 'string' },
     'edge-b': { type: 'string' },
+    'edge-b-runner': { type: 'string' },
+    /** Requests per path at concurrency 32 before anything is measured (once per run): JIT-warm processes. */
+    warmup: { type: 'string', default: '1500' },
   },
 })
 
@@ -161,6 +177,7 @@ if (values['edge-b']) {
     stackB = await startTunnelStack({
       scriptPath: values['edge-b'],
       v1: false,
+      ...(values['edge-b-runner'] ? { runnerFrom: values['edge-b-runner'] } : {}),
       onLog: (level, message) => {
         if (level === 'warn' || level === 'error') console.error(message)
       },
@@ -176,6 +193,8 @@ const figures: Record<string, unknown> = { runtime: values.runtime, sessions_per
 /** Tunnel paths and the direct path each is compared with (`tunnel_b` only with `--runner-b`, `edge_b_*` with `--edge-b`). */
 const BASE: Record<string, string> = { tunnel: 'direct', tunnel_v1: 'direct', tunnel_b: 'direct', edge_b_tunnel: 'edge_b_direct' }
 const TUNNELS = Object.keys(BASE)
+/** Whether the run's warm-up (`--warmup`) is done. */
+let warmed = false
 try {
   const rounds = Math.max(1, Number(values.rounds))
   const maxMs = Number(values['max-seconds']) * 1000
@@ -216,12 +235,49 @@ try {
     // Concurrency 1: paired, in rounds; a round's added latency is the median of its paired differences.
     const c1Count = Number(values['c1-count'])
     const first = Object.fromEntries(Object.entries(targets).map(([name, target]) => [name, target(0)]))
+    const warmup = Number(values.warmup)
+    if (!warmed && warmup > 0) {
+      warmed = true
+      // Once per run: one paired round on cold processes (reported, not judged), then every path warm.
+      const cold = await pairedLoad(first, { count: c1Count, maxMs })
+      const l = cold.latencies as Record<string, number[]>
+      figures.cold = {
+        size: sizeName,
+        iterations: l.direct?.length,
+        errors: cold.errors,
+        added_p50_ms: Object.fromEntries(
+          tunnels.map((name) => [name, round3(pairedDiff(l[name] as number[], l[BASE[name] as string] as number[]))]),
+        ),
+      }
+      console.log(
+        `cold      ${sizeName} c=1, first ${l.direct?.length} iterations: added p50 ms ${Object.entries(
+          (figures.cold as { added_p50_ms: Record<string, number> }).added_p50_ms,
+        )
+          .map(([name, value]) => `${name} ${value}`)
+          .join(' | ')}`,
+      )
+      for (const [, target] of Object.entries(targets)) await runLoad(target, { concurrency: 32, count: warmup, maxMs: maxMs * 4 })
+    }
     await pairedLoad(first, { count: 20, maxMs })
     const all: Record<string, number[]> = Object.fromEntries(Object.keys(targets).map((name) => [name, []]))
     const addedRounds: Record<string, number[]> = Object.fromEntries([...tunnels, 'admission'].map((name) => [name, []]))
     let c1Errors = 0
+    const c1Cpu = { a: { workerd: 0, runner: 0 }, b: { workerd: 0, runner: 0 }, iterations: 0 }
     for (let r = 0; r < rounds; r++) {
+      const cpu0 = {
+        wa: cpuMs(workerdA),
+        ra: cpuMs([runner.pid]),
+        wb: stackB ? cpuMs(workerdB) : 0,
+        rb: stackB ? cpuMs([stackB.runner.pid]) : 0,
+      }
       const paired = await pairedLoad(first, { count: c1Count, maxMs })
+      c1Cpu.a.workerd += cpuMs(workerdA) - cpu0.wa
+      c1Cpu.a.runner += cpuMs([runner.pid]) - cpu0.ra
+      if (stackB) {
+        c1Cpu.b.workerd += cpuMs(workerdB) - cpu0.wb
+        c1Cpu.b.runner += cpuMs([stackB.runner.pid]) - cpu0.rb
+      }
+      c1Cpu.iterations += paired.latencies.direct?.length ?? 0
       c1Errors += paired.errors
       const l = paired.latencies as Record<string, number[]>
       for (const [name, list] of Object.entries(l)) all[name]?.push(...list)
@@ -253,6 +309,16 @@ try {
           }
         : {}),
       admission_added_p50_ms: added('admission'),
+      c1_cpu_ms: {
+        workerd_per_iteration: round3(c1Cpu.a.workerd / Math.max(1, c1Cpu.iterations)),
+        runner_per_tunnel_call: round3(c1Cpu.a.runner / Math.max(1, c1Cpu.iterations)),
+        ...(stackB
+          ? {
+              edge_b_workerd_per_iteration: round3(c1Cpu.b.workerd / Math.max(1, c1Cpu.iterations)),
+              edge_b_runner_per_tunnel_call: round3(c1Cpu.b.runner / Math.max(1, c1Cpu.iterations)),
+            }
+          : {}),
+      },
     }
     const c1 = figures[c1Key] as Record<string, number>
     console.log(
@@ -265,6 +331,12 @@ try {
           ? `, edge B's tunnel adds ${c1.edge_b_tunnel_added_p50_ms} ms (${(addedRounds.edge_b_tunnel ?? []).map((n) => n.toFixed(2)).join(' ')})`
           : ''
       } (errors ${c1Errors})`,
+    )
+    const cc = (c1 as unknown as { c1_cpu_ms: Record<string, number> }).c1_cpu_ms
+    console.log(
+      `${c1Key.padEnd(9)} CPU ms per iteration (workerd) / per tunnelled call (runner): ${cc.workerd_per_iteration} / ${cc.runner_per_tunnel_call}${
+        stackB ? ` | edge B ${cc.edge_b_workerd_per_iteration} / ${cc.edge_b_runner_per_tunnel_call}` : ''
+      }`,
     )
 
     // Concurrency 32: rounds, alternating the paths so drift hits all of them alike.

@@ -9,7 +9,8 @@
  * the edge), `tunnel_v1` (runner route via `bench-runner-v1`), and `bare` capture sessions (no rollout).
  * With `runnerB` (another checkout of this repo), a third runner, `bench-runner-b`, runs that checkout's
  * runner code (same options as `bench-runner`) and answers the `tunnel_b` sessions: two runner builds side
- * by side against the same edge.
+ * by side against the same edge. With `runnerFrom`, `bench-runner` itself runs another checkout's runner code
+ * (`bench:tunnel --edge-b-runner`: a whole other build, edge and runner, in the second stack).
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -50,6 +51,8 @@ export async function startTunnelStack(options: {
   runnerB?: string
   /** Start the v1 runner and its `tunnel_v1` sessions (default true; `bench:tunnel --edge-b`'s second stack skips them). */
   v1?: boolean
+  /** Root of another checkout whose runner code runs `bench-runner` (default: this checkout's). */
+  runnerFrom?: string
 }): Promise<TunnelStack> {
   const stub = await startStub()
   const persistTo = mkdtempSync(join(tmpdir(), 'rollgate-bench-tunnel-'))
@@ -122,7 +125,10 @@ export async function startTunnelStack(options: {
     const capacity = { max_init_workers: 1, max_run_workers: 2 * SESSIONS_PER_ROUTE - 2, max_postrun_workers: 1, ready_buffer: 0 }
     const runnerOptions = { edgeUrl, token: RUNNER_TOKEN, capacity, engineUrl: stub.url, reconnect: false }
     // The new runner as `rollgate runner` connects (no permessage-deflate); the v1 one as runners did before.
-    runner = await startTunnelRunner({ ...runnerOptions, runnerId: 'bench-runner', tunnel: 'credit', deflate: false })
+    runner = await startTunnelRunner(
+      { ...runnerOptions, runnerId: 'bench-runner', tunnel: 'credit', deflate: false },
+      ...(options.runnerFrom ? [resolve(options.runnerFrom, 'bench/lib/tunnel-runner.ts')] : []),
+    )
     const tunnel = await runningSessions(runner, 'bench-tunnel', { route: 'runner' })
     const direct = await runningSessions(runner, 'bench-direct', { route: 'direct', url: stub.url, served_model: 'Qwen/Qwen3-8B' })
     let tunnelB: SessionAssignment[] = []

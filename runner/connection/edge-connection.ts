@@ -9,6 +9,7 @@
  * Binary tunnel frames (`tunnel.binary`, once the edge accepted it in `registered.capabilities`) are decoded
  * with `tunnel-frames.ts`; a body frame whose payload is bytes is sent as one.
  */
+import type { Socket } from 'node:net'
 import WebSocket from 'ws'
 import { type EdgeMessage, edgeMessageSchema, RUNNER_SECRET_HEADER, type RunnerMessageInput } from '../../src/contract/runner-protocol.ts'
 import { decodeEdgeFrame, type EdgeBodyFrame, type RunnerBodyFrame, tunnelFrameParts } from '../../src/contract/tunnel-frames.ts'
@@ -34,23 +35,70 @@ export function zeroMask(mask: Uint8Array): void {
 }
 
 /**
- * Send a body-carrying tunnel frame as one binary WebSocket message in fragments, the header and then the
- * body as it is: no joined copy of the body (the copy and its garbage were a fifth of the runner's CPU per
- * 54 KB call). `rest`: more body bytes that follow the frame's own body in the same message (an answer
- * that arrived in several chunks goes out without joining them). All fragments are written in the same
- * tick, so no other message comes between them, and in one write; the receiver sees one message, as the
- * protocol says.
+ * Connections whose frames carry the all-zero mask and no compression (`unmaskedOk`, `perMessageDeflate: false`):
+ * their tunnel frames are written to the socket directly (`sendTunnelFrame`).
+ */
+const RAW_FRAMED = new WeakSet<WebSocket>()
+
+/** Mark a connection opened with `generateMask: zeroMask` and no permessage-deflate (see `RAW_FRAMED`). */
+export function rawFraming(ws: WebSocket): void {
+  RAW_FRAMED.add(ws)
+}
+
+/** The header of one unfragmented binary client frame of `length` payload bytes, masked with the all-zero key. */
+function zeroMaskedHeader(length: number, extra: number): Buffer {
+  const ext = length >= 65_536 ? 8 : length > 125 ? 2 : 0
+  const header = Buffer.allocUnsafe(2 + ext + 4 + extra)
+  header[0] = 0x82 // FIN, binary
+  if (ext === 0) header[1] = 0x80 | length
+  else if (ext === 2) {
+    header[1] = 0x80 | 126
+    header.writeUInt16BE(length, 2)
+  } else {
+    header[1] = 0x80 | 127
+    header.writeUInt32BE(Math.floor(length / 2 ** 32), 2)
+    header.writeUInt32BE(length >>> 0, 6)
+  }
+  header.writeUInt32BE(0, 2 + ext) // the masking key: all zero, so the payload goes as it is
+  return header
+}
+
+/**
+ * Send a body-carrying tunnel frame as one binary WebSocket message, without joining the body into a copy
+ * (the copy and its garbage were a fifth of the runner's CPU per 54 KB call). `rest`: more body bytes that
+ * follow the frame's own body in the same message (an answer that arrived in several chunks goes out without
+ * joining them).
+ * On a `rawFraming` connection the message is one WebSocket frame written straight to the socket: the frame
+ * header and the tunnel header in one buffer, then the body parts, corked into one write (ws frames nothing
+ * here; its sender writes at once when it does not compress, so the order of messages holds). Elsewhere
+ * (a masked connection) it goes through ws as fragments of one message — header, then each body part — all
+ * in the same tick and one write. Either way the receiver sees one message, as the protocol says.
  */
 export function sendTunnelFrame(ws: WebSocket, frame: RunnerBodyFrame, rest: readonly Uint8Array[] = []): void {
   const [head, body] = tunnelFrameParts(frame)
   const parts = [body, ...rest].filter((part) => part.byteLength > 0)
+  // `_socket` is ws's underlying net.Socket (not typed; absent before the connection opened).
+  const socket = (ws as unknown as { _socket?: Socket })._socket
+  if (socket && RAW_FRAMED.has(ws) && ws.readyState === WebSocket.OPEN) {
+    let length = head.byteLength
+    for (const part of parts) length += part.byteLength
+    const first = zeroMaskedHeader(length, head.byteLength)
+    first.set(head, first.byteLength - head.byteLength)
+    if (parts.length === 0) {
+      socket.write(first)
+      return
+    }
+    socket.cork()
+    socket.write(first)
+    for (const part of parts) socket.write(part)
+    socket.uncork()
+    return
+  }
   if (parts.length === 0) {
     ws.send(head, { binary: true })
     return
   }
-  // Corked: the fragments leave in one write (one wake-up of the edge, not several). `_socket` is ws's
-  // underlying net.Socket (not typed; absent before the connection opened).
-  const socket = (ws as unknown as { _socket?: { cork(): void; uncork(): void } })._socket
+  // Corked: the fragments leave in one write (one wake-up of the edge, not several).
   socket?.cork()
   try {
     ws.send(head, { binary: true, fin: false })
@@ -284,6 +332,7 @@ export class EdgeConnection {
       perMessageDeflate: false,
       ...(unmaskedOk(url) ? { generateMask: zeroMask } : {}),
     })
+    if (unmaskedOk(url)) rawFraming(ws)
     this.#ws = ws
     return new Promise((resolve, reject) => {
       ws.once('unexpected-response', (request, response) => {

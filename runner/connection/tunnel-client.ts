@@ -146,6 +146,11 @@ class EngineAnswer implements Dispatcher.DispatchHandler {
     this.head.catch(() => {})
   }
 
+  /** The engine's answer ended (whole, or failed): nothing left to abort. */
+  get done(): boolean {
+    return this.#ended || this.#error !== null
+  }
+
   /** End the call from this side (cancel, timeout, link gone). */
   abort(reason: Error): void {
     this.#abortReason = reason
@@ -204,7 +209,7 @@ class EngineAnswer implements Dispatcher.DispatchHandler {
     this.#wake()
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
+  onResponseError(_controller: Dispatcher.DispatchController | null, error: Error): void {
     this.#error = error
     this.#failed?.(error)
     this.#started = null
@@ -405,15 +410,8 @@ export class TunnelClient {
     const bodyless = call.method === 'GET' || call.method === 'HEAD'
     let timedOut = false
     const answer = new EngineAnswer()
-    const onAbort = () => answer.abort(new Error(String(controller.signal.reason ?? 'aborted')))
-    controller.signal.addEventListener('abort', onAbort)
-    const timer = setTimeout(
-      () => {
-        timedOut = true
-        answer.abort(new Error(`no answer within ${call.timeoutMs} ms`))
-      },
-      Math.max(1, call.timeoutMs),
-    )
+    // The engine call goes out first; its deadline and abort wiring are set up while the engine works (same
+    // tick: nothing can abort it before they are in place).
     try {
       pool.dispatch(
         {
@@ -425,6 +423,19 @@ export class TunnelClient {
         },
         answer,
       )
+    } catch (error) {
+      answer.onResponseError(null, error as Error)
+    }
+    const onAbort = () => answer.abort(new Error(String(controller.signal.reason ?? 'aborted')))
+    controller.signal.addEventListener('abort', onAbort)
+    const timer = setTimeout(
+      () => {
+        timedOut = true
+        answer.abort(new Error(`no answer within ${call.timeoutMs} ms`))
+      },
+      Math.max(1, call.timeoutMs),
+    )
+    try {
       await answer.head
       const streaming = (answer.headers['content-type'] ?? '').includes('text/event-stream')
       const frameBytes = features.binary ? Math.min(TUNNEL_FRAME_BYTES, features.windowBytes) : TUNNEL_CHUNK_CHARS
@@ -531,8 +542,8 @@ export class TunnelClient {
     } finally {
       clearTimeout(timer)
       controller.signal.removeEventListener('abort', onAbort)
-      // Over on this side (answered, failed, cancelled): the engine call ends too if it has not.
-      answer.abort(new Error('tunnel call over'))
+      // Over on this side (failed, cancelled): the engine call ends too if it has not.
+      if (!answer.done) answer.abort(new Error('tunnel call over'))
       this.#inflight.delete(requestId)
       // An engine that answered before reading the whole body: the rest of it is not wanted any more.
       const receiving = this.#receiving.get(requestId)

@@ -47,38 +47,49 @@ export function payloadText(payload: Payload): string {
   return typeof payload === 'string' ? payload : decoder.decode(payload)
 }
 
+/** A body frame's metadata (the message without its body field, built field by field) and its body. */
+function metaAndPayload(frame: EdgeBodyFrame | RunnerBodyFrame): [string, Payload] {
+  switch (frame.type) {
+    case 'tunnel.request': {
+      const { request_id, method, path, headers, more, timeout_ms } = frame
+      return [JSON.stringify({ type: frame.type, request_id, method, path, headers, more, timeout_ms }), frame.body]
+    }
+    case 'tunnel.head': {
+      const { request_id, status, headers, more } = frame
+      return [JSON.stringify({ type: frame.type, request_id, status, headers, more }), frame.body]
+    }
+    default:
+      return [JSON.stringify({ type: frame.type, request_id: frame.request_id, more: frame.more }), frame.data]
+  }
+}
+
+/** Header and metadata written into `out` (room for `HEADER_BYTES` + 3 bytes per metadata character); their length. */
+function writeHead(out: Uint8Array, meta: string): number {
+  const { written } = encoder.encodeInto(meta, out.subarray(HEADER_BYTES))
+  out[0] = FRAME_FORMAT
+  new DataView(out.buffer, out.byteOffset, HEADER_BYTES).setUint32(1, written)
+  return HEADER_BYTES + written
+}
+
 /**
  * A body-carrying frame as its two parts: the header with the metadata, and the body's bytes (not copied).
  * Concatenated they are the binary message (`encodeTunnelFrame`); a sender that can write one WebSocket
  * message in fragments sends them as they are, without copying the body.
  */
 export function tunnelFrameParts(frame: EdgeBodyFrame | RunnerBodyFrame): [Uint8Array, Uint8Array] {
-  let meta: Record<string, unknown>
-  let payload: Payload
-  if (frame.type === 'tunnel.request' || frame.type === 'tunnel.head') {
-    const { body, ...rest } = frame
-    meta = rest
-    payload = body
-  } else {
-    const { data, ...rest } = frame
-    meta = rest
-    payload = data
-  }
-  const metaBytes = encoder.encode(JSON.stringify(meta))
-  const head = new Uint8Array(HEADER_BYTES + metaBytes.length)
-  head[0] = FRAME_FORMAT
-  new DataView(head.buffer).setUint32(1, metaBytes.length)
-  head.set(metaBytes, HEADER_BYTES)
-  return [head, payloadBytes(payload)]
+  const [meta, payload] = metaAndPayload(frame)
+  const head = new Uint8Array(HEADER_BYTES + meta.length * 3)
+  return [head.subarray(0, writeHead(head, meta)), payloadBytes(payload)]
 }
 
 /** One binary WebSocket message for a body-carrying frame (its payload copied once, behind the header). */
 export function encodeTunnelFrame(frame: EdgeBodyFrame | RunnerBodyFrame): Uint8Array {
-  const [head, body] = tunnelFrameParts(frame)
-  const out = new Uint8Array(head.length + body.length)
-  out.set(head, 0)
-  out.set(body, head.length)
-  return out
+  const [meta, payload] = metaAndPayload(frame)
+  const body = payloadBytes(payload)
+  const out = new Uint8Array(HEADER_BYTES + meta.length * 3 + body.byteLength)
+  const headLength = writeHead(out, meta)
+  out.set(body, headLength)
+  return out.subarray(0, headLength + body.byteLength)
 }
 
 function split(data: Uint8Array): { meta: unknown; payload: Uint8Array } {

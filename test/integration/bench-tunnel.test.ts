@@ -24,6 +24,8 @@ it('bench:tunnel --rounds 1 (2 KB, direct and tunnel) ends with one JSON line, e
     '2KB',
     '--paths',
     'direct,tunnel',
+    '--warmup',
+    '40',
   ])
   expect(code, `bench:tunnel exited ${code}:\n${stderr.slice(-2000)}`).toBe(0)
   const result = parsed as Record<string, { errors: number; p50_ms: Record<string, number> }>
@@ -31,4 +33,8 @@ it('bench:tunnel --rounds 1 (2 KB, direct and tunnel) ends with one JSON line, e
   expect(c1?.errors).toBe(0)
   expect(c1?.p50_ms.tunnel).toBeGreaterThan(0)
   expect(c1?.p50_ms.direct).toBeGreaterThan(0)
+  // The cold round before the warm-up is reported too.
+  const cold = (parsed as { cold?: { errors: number; added_p50_ms: Record<string, number> } }).cold
+  expect(cold?.errors).toBe(0)
+  expect(Number.isFinite(cold?.added_p50_ms.tunnel)).toBe(true)
 }, 180_000)

@@ -12,7 +12,7 @@
  * `TunnelClient` instead.
  */
 import WebSocket from 'ws'
-import { sendTunnelFrame, unmaskedOk, zeroMask } from '../../runner/connection/edge-connection.ts'
+import { rawFraming, sendTunnelFrame, unmaskedOk, zeroMask } from '../../runner/connection/edge-connection.ts'
 import { negotiatedFeatures, TUNNEL_CLIENT_CAPABILITIES, TunnelClient, type TunnelFeatures } from '../../runner/connection/tunnel-client.ts'
 import type { StageMetrics } from '../../src/contract/rollout.ts'
 import {
@@ -232,6 +232,7 @@ export class RunnerClient {
       // As the real runner does (no deflate = a current runner): no masking work where no intermediary can see the bytes.
       ...(this.options.deflate === false && unmaskedOk(url) ? { generateMask: zeroMask } : {}),
     })
+    if (this.options.deflate === false && unmaskedOk(url)) rawFraming(ws)
     this.#ws = ws
     await new Promise<void>((resolve, reject) => {
       ws.once('open', () => resolve())

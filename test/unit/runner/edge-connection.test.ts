@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import WebSocket, { WebSocketServer } from 'ws'
-import { ConnectRefusedError, EdgeConnection, sendTunnelFrame } from '../../../runner/connection/edge-connection.ts'
+import { ConnectRefusedError, EdgeConnection, rawFraming, sendTunnelFrame, zeroMask } from '../../../runner/connection/edge-connection.ts'
 import { SecretStore } from '../../../runner/connection/secret-store.ts'
 import { RUNNER_SECRET_HEADER, type RunnerMessageInput } from '../../../src/contract/runner-protocol.ts'
 import { decodeRunnerFrame } from '../../../src/contract/tunnel-frames.ts'
@@ -330,5 +330,40 @@ describe('edge connection', () => {
     expect(head.type === 'tunnel.head' && Buffer.from(head.body as Uint8Array).equals(Buffer.concat(parts))).toBe(true)
     const chunk = decodeRunnerFrame(new Uint8Array(received[1] as Buffer))
     expect(chunk.type === 'tunnel.chunk' && Buffer.from(chunk.data as Uint8Array).equals(Buffer.from(parts[2] as Uint8Array))).toBe(true)
+  })
+
+  it('on a raw-framed (zero-mask) connection, frames of every length encoding arrive whole, in order with ws messages', async () => {
+    const wss = new WebSocketServer({ port: 0, host: '127.0.0.1' })
+    await new Promise<void>((resolve) => wss.once('listening', () => resolve()))
+    cleanups.push(() => new Promise<void>((resolve) => wss.close(() => resolve())))
+    const received: { data: Buffer; binary: boolean }[] = []
+    wss.on('connection', (socket) => socket.on('message', (data, binary) => received.push({ data: data as Buffer, binary })))
+    const client = new WebSocket(`ws://127.0.0.1:${(wss.address() as { port: number }).port}`, {
+      perMessageDeflate: false,
+      generateMask: zeroMask,
+    })
+    rawFraming(client)
+    await new Promise<void>((resolve) => client.once('open', () => resolve()))
+    cleanups.push(() => client.terminate())
+    // Payloads (header included) under 126 bytes, under 64 KiB and above: the three length encodings.
+    const sizes = [0, 10, 1_000, 65_400, 70_000]
+    const bodies = sizes.map((size, p) => new Uint8Array(size).map((_, i) => (i * 13 + p) % 251))
+    for (const [i, body] of bodies.entries()) {
+      sendTunnelFrame(
+        client,
+        { type: 'tunnel.head', request_id: `r${i}`, status: 200, headers: {}, body: body.subarray(0, 5), more: true },
+        [body.subarray(5)],
+      )
+      client.send(JSON.stringify({ after: i }))
+    }
+    const deadline = Date.now() + 5_000
+    while (received.length < 2 * sizes.length && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 5))
+    expect(received.map((message) => message.binary)).toEqual(sizes.flatMap(() => [true, false]))
+    for (const [i, body] of bodies.entries()) {
+      const frame = decodeRunnerFrame(new Uint8Array((received[2 * i] as { data: Buffer }).data))
+      expect(frame).toMatchObject({ type: 'tunnel.head', request_id: `r${i}`, status: 200, more: true })
+      expect(frame.type === 'tunnel.head' && Buffer.from(frame.body as Uint8Array).equals(Buffer.from(body))).toBe(true)
+      expect(JSON.parse(String((received[2 * i + 1] as { data: Buffer }).data))).toEqual({ after: i })
+    }
   })
 })
