@@ -10,6 +10,7 @@ import type { Writable } from 'node:stream'
 import { finished } from 'node:stream/promises'
 import { type Command, Option } from 'commander'
 import { action, type CommonOptions, edgeClient, UsageError, withEdgeOptions } from '../lib/common-options.ts'
+import { type EdgeClient, EdgeError } from '../lib/edge-client.ts'
 
 export const EXPORT_FORMATS = ['trajectory', 'session_result', 'nemo-gym', 'sft', 'sft-tokens'] as const
 
@@ -45,6 +46,29 @@ async function writeExports(out: Writable, bodies: AsyncIterable<AsyncIterable<U
 
 const NEWLINE = new Uint8Array([0x0a])
 
+/**
+ * Said on stderr when the export is of a rollout session: the edge rebuilds it from the capture log alone, so its
+ * traces carry no reward (`null`) although the session was evaluated; the rewarded `SessionResult`s are the task's.
+ * Before, a trainer reading `rollgate export --task` got `reward: null` everywhere with no word of why.
+ */
+export function rewardsNote(taskId: string): string {
+  return (
+    `note: rebuilt from the capture log, without the evaluation: trace rewards are null here. ` +
+    `The evaluated SessionResults (rewards, training filter) are task ${taskId}'s results: GET /rollout/task/${encodeURIComponent(taskId)}`
+  )
+}
+
+/** The task of a rollout session, or null for a bare capture session (`/rollout/session/:id` knows only rollout ones). */
+async function rolloutTaskOf(client: EdgeClient, sessionId: string): Promise<string | null> {
+  try {
+    const lifecycle = await client.json<{ task_id?: string }>('GET', `/rollout/session/${encodeURIComponent(sessionId)}`)
+    return typeof lifecycle.task_id === 'string' ? lifecycle.task_id : null
+  } catch (error) {
+    if (error instanceof EdgeError && error.status === 404) return null
+    throw error
+  }
+}
+
 export function register(program: Command): void {
   withEdgeOptions(
     program
@@ -72,6 +96,8 @@ export function register(program: Command): void {
       if (options.task) sessions = (await client.taskStatus(options.task, false)).sessions.map((session) => session.session_id)
       else if (sessionId) sessions = [sessionId]
       else throw new UsageError('give a session id or --task <id>')
+      const rolloutTask = options.task ?? (sessionId ? await rolloutTaskOf(client, sessionId) : null)
+      if (rolloutTask !== null) process.stderr.write(`${rewardsNote(rolloutTask)}\n`)
       const bodies = (async function* () {
         for (const id of sessions) yield client.exportStream(id, request)
       })()

@@ -13,6 +13,7 @@ import type { RolloutStatus, TaskStatus } from '../../src/contract/rollout.ts'
 import type { SessionAssignment } from '../../src/contract/runner-protocol.ts'
 import { type EngineHandle, startEngine } from '../../engine/server.ts'
 import { type EdgeProcess, freePort, startEdge } from '../../scripts/lib/processes.ts'
+import { rewardsNote } from '../../cli/commands/export.ts'
 import { childOutput } from '../support/child-output.ts'
 import { RunnerClient } from '../support/runner-client.ts'
 import { eventually } from '../support/stack.ts'
@@ -137,12 +138,27 @@ describe('rollgate CLI', () => {
     const out = join(scratch, 'sft.jsonl')
     const exported = await rollgate(['export', '--task', 'cli-task-1', '--format', 'sft-tokens', '--out', out])
     expect(exported.code).toBe(0)
+    // A rollout session's export is rebuilt from its capture log: no rewards in it, and the CLI says where they are.
+    expect(exported.stderr).toContain(`${rewardsNote('cli-task-1')}\n`)
     const rows = readFileSync(out, 'utf8').trim().split('\n')
     expect(rows).toHaveLength(2)
     for (const row of rows) expect(Object.keys(JSON.parse(row) as object).length).toBeGreaterThan(0)
 
     const trajectory = await rollgate(['export', sessions[0]!.session_id, '--format', 'trajectory'])
-    expect((JSON.parse(trajectory.stdout) as { traces: unknown[] }).traces.length).toBeGreaterThan(0)
+    const traces = (JSON.parse(trajectory.stdout) as { traces: { reward: number | null }[] }).traces
+    expect(traces.length).toBeGreaterThan(0)
+    expect(traces.map((trace) => trace.reward)).toEqual(traces.map(() => null))
+    expect(trajectory.stderr).toBe(`${rewardsNote('cli-task-1')}\n`)
+    // A bare capture session's export has no evaluation to miss: nothing is said.
+    const bare = (await (
+      await fetch(`${edge.url}/v1/sessions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+        body: '{}',
+      })
+    ).json()) as { session_id: string }
+    const bareExport = await rollgate(['export', bare.session_id])
+    expect({ code: bareExport.code, stderr: bareExport.stderr }).toEqual({ code: 0, stderr: '' })
 
     const paused = await rollgate(['pause', '--policy-version', '7', '--timeout', '5', '--json'])
     expect(paused.code).toBe(0)
