@@ -27,6 +27,25 @@ export function edgeVarsFromEnv(env: NodeJS.ProcessEnv = process.env): Record<st
   return { ...DEV_DEFAULTS, ...rollgateVarsFromEnv(env) }
 }
 
+/**
+ * A line saying that nothing answers at the engine URL (connection refused, no such host, no answer in 2 s), with
+ * how to start one; null when something answers (any HTTP status: a hosted API may want a key). Before, the edge
+ * came up with no word of it and the first model call was a 502.
+ */
+export async function engineMissing(upstream: string): Promise<string | null> {
+  const base = upstream.replace(/\/+$/, '')
+  try {
+    await fetch(`${base}/v1/models`, { signal: AbortSignal.timeout(2_000) })
+    return null
+  } catch {
+    let port = '8000'
+    try {
+      port = new URL(base).port || port
+    } catch {}
+    return `note: no engine answers at ${base} yet: model calls get a 502 until one does (the stand-in: npm run engine -- --port ${port}; another engine: ROLLGATE_UPSTREAM_URL; npm run dev:stack starts both)`
+  }
+}
+
 if (import.meta.main) {
   const values = scriptArgs(USAGE, { port: { type: 'string', default: '8787' }, 'persist-to': { type: 'string', default: '.state' } })
   const vars = edgeVarsFromEnv()
@@ -37,11 +56,20 @@ if (import.meta.main) {
       process.exit(1)
     },
   )
+  let stopping = false
+  const stop = () => {
+    stopping = true
+    void edge.stop().then(() => process.exit(0))
+  }
+  process.on('SIGINT', stop)
+  process.on('SIGTERM', stop)
+  // wrangler ending on its own ends this script with its code; stopped by a signal here, this script exits 0.
+  edge.child.on('exit', (code) => {
+    if (!stopping) process.exit(code ?? 0)
+  })
   console.log(
     `rollgate edge on ${edge.url} (upstream ${vars.ROLLGATE_UPSTREAM_URL}, admin token ${vars.ROLLGATE_ADMIN_TOKEN === 'dev-admin-token' ? 'dev-admin-token' : '<from env>'})`,
   )
-  const stop = () => void edge.stop().then(() => process.exit(0))
-  process.on('SIGINT', stop)
-  process.on('SIGTERM', stop)
-  edge.child.on('exit', (code) => process.exit(code ?? 0))
+  const missing = await engineMissing(vars.ROLLGATE_UPSTREAM_URL ?? '')
+  console.log(missing ?? `engine answers at ${vars.ROLLGATE_UPSTREAM_URL}`)
 }
