@@ -12,7 +12,7 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdirSync, writeFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { isAbsolute, join, relative, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseArgs, usageError } from './lib/cli-args.ts'
 import { EdgeClient } from '../cli/lib/edge-client.ts'
@@ -59,6 +59,14 @@ const runnerToken = `demo-runner-${randomBytes(6).toString('hex')}`
 const runnerId = 'demo-runner'
 const started = Date.now()
 const say = (line: string) => process.stdout.write(`${line}\n`)
+/**
+ * A path as the user can open it from where they typed the command: `npm run demo` runs in the repo root whatever
+ * the shell's directory (npm's `INIT_CWD`), so a path relative to the root was wrong from a subdirectory.
+ */
+function shown(path: string): string {
+  const rel = relative(process.env.INIT_CWD ?? process.cwd(), path)
+  return rel && !rel.startsWith('..') && !isAbsolute(rel) ? rel : path
+}
 
 let runner: ChildProcess | null = null
 let stopping: Promise<void> | null = null
@@ -221,7 +229,7 @@ async function main(): Promise<number> {
   say(
     `\n${solved}/${results.length} solved · task ${status.status} · ${((Date.now() - started) / 1000).toFixed(0)} s` +
       `\ntrajectories in local R2 (${persistTo}): rollout/task_${taskId}/; session dirs and logs: ${join(stateDir, 'sessions')}` +
-      `\nexports: ${join(values.out ?? 'out', 'slime.jsonl')}, ${join(values.out ?? 'out', 'nemo-gym.jsonl')}, ${join(values.out ?? 'out', 'sft.jsonl')} (runner log: ${join(values.out ?? 'out', 'runner.log')})`,
+      `\nexports: ${shown(join(outDir, 'slime.jsonl'))}, ${shown(join(outDir, 'nemo-gym.jsonl'))}, ${shown(join(outDir, 'sft.jsonl'))} (runner log: ${shown(join(outDir, 'runner.log'))})`,
   )
   return status.status === 'completed' ? 0 : 1
 }

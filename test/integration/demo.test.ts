@@ -4,7 +4,7 @@
  * three exports, and leaves no process behind; interrupted with SIGINT it stops everything and exits 130.
  */
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as delay } from 'node:timers/promises'
@@ -41,12 +41,16 @@ afterAll(async () => {
 })
 
 function runDemo(name: string, onLine?: (line: string, child: ReturnType<typeof spawn>) => void) {
-  // Its own process group, as in a terminal: Ctrl-C there signals the demo and everything it started at once.
-  const child = spawn(
-    process.execPath,
-    [DEMO, '--samples', '1', '--out', join(scratch, name, 'out'), '--persist-to', join(scratch, name, 'state')],
-    { stdio: ['ignore', 'pipe', 'pipe'], detached: true },
-  )
+  // Its own process group, as in a terminal: Ctrl-C there signals the demo and everything it started at once. As
+  // `npm run demo` typed in a subdirectory: npm runs it in the package dir (here the test's `<name>` dir, where the
+  // relative --out lands) with INIT_CWD the shell's (here the scratch dir), and the paths it prints are the shell's.
+  mkdirSync(join(scratch, name), { recursive: true })
+  const child = spawn(process.execPath, [DEMO, '--samples', '1', '--out', 'out', '--persist-to', join(scratch, name, 'state')], {
+    cwd: join(scratch, name),
+    env: { ...process.env, INIT_CWD: scratch },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  })
   let stdout = ''
   let stderr = ''
   child.stdout?.on('data', (chunk: Buffer) => {
@@ -83,6 +87,9 @@ describe('npm run demo', () => {
     // The default preset keeps the agent's conversation one trace: every mergeable turn merged.
     expect(output).toMatch(/COMPLETED\s+1\s+(\d+)\s+\1\s+1\s+\d+ %\s+100 %\s+\d+\.0×/)
     expect(output).toContain('1/1 solved')
+    expect(output).toContain(
+      '\nexports: full/out/slime.jsonl, full/out/nemo-gym.jsonl, full/out/sft.jsonl (runner log: full/out/runner.log)\n',
+    )
     for (const file of ['slime.jsonl', 'nemo-gym.jsonl', 'sft.jsonl']) {
       const lines = readFileSync(join(scratch, 'full', 'out', file), 'utf8')
         .trim()
