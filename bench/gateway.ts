@@ -16,7 +16,13 @@
  * so absolute numbers drift, the ratios much less.
  *
  * `--long N` then sends N more 2 KB requests at concurrency 16 through the edge and reports workerd RSS
- * at its start, peak and end (state lives in the Durable Object's SQLite: memory must stay flat).
+ * at its start, peak and end (state lives in the Durable Object's SQLite: memory must stay flat), with
+ * throughput and CPU per call for each tenth of the run (does a call get dearer as the sessions grow?).
+ * `--heap` (on with `--long`) opens workerd's inspector and adds each isolate's V8 heap: in use, and what a full
+ * collection leaves (`live`), at the long run's start and end and after the run; the RSS after that collection
+ * tells V8's uncollected garbage from what workerd really keeps. `--gc-trace` times every V8 collection
+ * (`bench/lib/gc-trace.ts`) and adds, per target at c=1, how often a full collection came, its pause, and
+ * whether the slowest 1 % of the calls are the ones that held one (`tail_c1.gc`).
  * Afterwards every session's completion count is read back: each successful edge call must be stored.
  * `--persist-dir /dev/shm` keeps the objects' SQLite on tmpfs (see the option).
  *
@@ -30,6 +36,8 @@ import { startMiniflareEdge } from '../scripts/lib/miniflare-edge.ts'
 import { REPO_ROOT } from '../scripts/lib/processes.ts'
 import { chatBody } from './lib/chat-bodies.ts'
 import { type LoadResult, type LoadTarget, runLoad, type Sample } from './lib/load.ts'
+import { GcTrace, enableGcTrace, gcDuringCalls } from './lib/gc-trace.ts'
+import { type HeapFigures, heapUsageAndLive, workerTarget } from './lib/isolate-heap.ts'
 import { cpuMs, rssMb, workerdPids } from './lib/proc-stats.ts'
 import { startStub } from './lib/start-stub.ts'
 import { median } from './lib/stats.ts'
@@ -64,6 +72,10 @@ const ARGS = {
      * `--sessions 1` sends all 16 concurrent calls to one session object (does one object serialize them?).
      */
     sessions: { type: 'string', default: '16' },
+    /** Isolate heaps over workerd's inspector (on with `--long`). */
+    heap: { type: 'boolean', default: false },
+    /** Time V8's collections against the calls (diagnosis; Linux + coreutils). */
+    'gc-trace': { type: 'boolean', default: false },
     /** A prebuilt edge bundle (`npx wrangler deploy --dry-run --outdir DIR` of another version): before/after runs. */
     'edge-bundle': { type: 'string' },
   },
@@ -83,6 +95,9 @@ const MAX_SECONDS = numberOption(ARGS, 'max-seconds', values['max-seconds'], { m
 const LONG = numberOption(ARGS, 'long', values.long, { integer: true, min: 0 })
 const LONG_MAX_SECONDS = numberOption(ARGS, 'long-max-seconds', values['long-max-seconds'], { min: 1 })
 const SESSIONS = numberOption(ARGS, 'sessions', values.sessions, { integer: true, min: 1 })
+const HEAP = values.heap === true || LONG > 0
+/** The long run is measured in tenths (throughput and CPU per call of each). */
+const LONG_SEGMENTS = 10
 
 type TargetName = 'direct' | 'floor' | 'durable_floor' | 'onehop_floor' | 'edge'
 interface Phase extends LoadResult {
@@ -132,12 +147,16 @@ const r2 = (n: number) => Math.round(n * 100) / 100
 
 const stub = await startStub()
 const persistTo = mkdtempSync(join(values['persist-dir'] ?? tmpdir(), 'rollgate-bench-'))
+const gcTrace = values['gc-trace'] ? new GcTrace() : null
+const restoreEnv = gcTrace ? enableGcTrace() : () => {}
 const edge = await startMiniflareEdge({
+  inspector: HEAP,
   persistTo,
   ...(values['edge-bundle'] ? { scriptPath: values['edge-bundle'] } : {}),
   vars: { ROLLGATE_ADMIN_TOKEN: ADMIN_TOKEN, ROLLGATE_SIGNING_KEY: 'bench-signing-key' },
   // The edge's one line per request would flood stdout (and this process): keep only warnings and errors.
   onLog: (level, message) => {
+    if (gcTrace?.note(message)) return
     if (level === 'warn' || level === 'error') console.error(message)
   },
   extraWorkers: [
@@ -150,7 +169,14 @@ const edge = await startMiniflareEdge({
     },
   ],
 })
+restoreEnv()
 const pids = workerdPids()
+// One cheap request to each isolate: the turn workerd runs an inspector-requested collection on.
+const pokeEdge = () => fetch(`${edge.url}/health`).then((response) => response.arrayBuffer())
+const pokeFloor = () =>
+  fetch(`${edge.url}/floor/v1/chat/completions`, { method: 'POST', body: '{}' }).then((response) => response.arrayBuffer())
+const isolateHeap = async (worker: '' | 'floor') =>
+  heapUsageAndLive(await workerTarget(edge.inspectorUrl as string, worker), worker === '' ? pokeEdge : pokeFloor)
 console.log(`edge + floor in Miniflare at ${edge.url} (workerd pids ${pids.join(',')}); stub upstream at ${stub.url}`)
 const loadStart = loadavg()[0] as number
 let edgeSucceeded = 0
@@ -179,6 +205,7 @@ try {
     const cpuBefore = cpuMs(pids)
     const mine: Sample[] = []
     const load = await runLoad(targetsFor(name, body), { concurrency, count, maxMs, ...(samples ? { samples: mine } : {}) })
+    if (concurrency === 1) c1Calls[name].push(...mine)
     // Where in its run each call came (the slowest ones' positions tell a cold start from a steady tail).
     for (const [position, sample] of mine.entries()) samples?.push({ ...sample, position })
     const cpu = cpuMs(pids) - cpuBefore
@@ -187,6 +214,7 @@ try {
     return { ...load, cpu_ms_per_request: name === 'direct' ? null : r3(cpu / Math.max(1, load.requests)) }
   }
 
+  let c1Calls: Record<TargetName, Sample[]> = { direct: [], floor: [], durable_floor: [], onehop_floor: [], edge: [] }
   const perSize: Record<string, unknown> = {}
   const raw: Record<string, unknown> = {}
   const ORDER: TargetName[] = ['direct', 'floor', 'durable_floor', 'onehop_floor', 'edge']
@@ -194,6 +222,8 @@ try {
     const body = Buffer.from(JSON.stringify(chatBody(size.bytes)))
     const byConcurrency: Record<number, Record<TargetName, Phase[]>> = {}
     const edgeSamples: Sample[] = []
+    // Every target's c=1 calls (times and latencies), for lining them up with V8's collections (`--gc-trace`).
+    c1Calls = { direct: [], floor: [], durable_floor: [], onehop_floor: [], edge: [] }
     for (const concurrency of [1, 16]) {
       const count = concurrency === 1 ? C1_COUNT : C16_COUNT
       for (const name of ORDER) await phase(name, body, concurrency, Math.min(count, 50)) // warm: JIT, sockets, objects
@@ -202,7 +232,7 @@ try {
         // Rotate the order per rep so no target always runs first (or right after another).
         for (let i = 0; i < ORDER.length; i++) {
           const name = ORDER[(rep + i) % ORDER.length] as TargetName
-          const samples = name === 'edge' && concurrency === 1 ? edgeSamples : undefined
+          const samples = concurrency === 1 ? (name === 'edge' ? edgeSamples : []) : undefined
           runs[name].push(await phase(name, body, concurrency, count, samples))
         }
       }
@@ -274,6 +304,20 @@ try {
       tail_c1: {
         edge_split_ms: tailSplit(edgeSamples),
         p99_over_p50: Object.fromEntries(ORDER.map((name) => [name, r2(median(c1[name].map((run) => run.p99 / run.p50)))])),
+        // V8's full collections during each workerd target's measured c=1 calls (only one target runs at a time).
+        ...(gcTrace
+          ? {
+              gc: Object.fromEntries(
+                ORDER.filter((name) => name !== 'direct').map((name) => {
+                  const calls = c1Calls[name]
+                  const inCalls = gcTrace.events.filter((event) =>
+                    calls.some((call) => call.sentAt !== undefined && event.at >= call.sentAt && event.at <= call.sentAt + call.ms + 1),
+                  )
+                  return [name, gcDuringCalls(inCalls, calls)]
+                }),
+              ),
+            }
+          : {}),
       },
       targets_met: {
         added_p50: addedRatio <= TARGETS.added_p50_ratio_max,
@@ -306,37 +350,74 @@ try {
   if (longCount > 0) {
     const body = Buffer.from(JSON.stringify(chatBody(2 * 1024)))
     const rssStart = rssMb(pids)
+    // The edge isolate's heap in use and live (after a full collection) before and after: flat if nothing is
+    // kept per call. (The collection at the start comes after the RSS reading above.)
+    const heapStart = HEAP ? await isolateHeap('') : null
     let rssPeak = rssStart
     const sampler = setInterval(() => {
       rssPeak = Math.max(rssPeak, rssMb(pids))
     }, 1000)
     const cpuBefore = cpuMs(pids)
-    const load = await runLoad(targetsFor('edge', body), {
-      concurrency: 16,
-      count: longCount,
-      maxMs: LONG_MAX_SECONDS * 1000,
-    })
+    const deadline = performance.now() + LONG_MAX_SECONDS * 1000
+    const segments: { requests: number; req_s: number; p50_ms: number; cpu_ms_per_request: number; rss_mb: number }[] = []
+    const latencies = { sum: 0, p50s: [] as number[], p99s: [] as number[] }
+    let requests = 0
+    let errors = 0
+    let seconds = 0
+    for (let segment = 0; segment < LONG_SEGMENTS && performance.now() < deadline; segment++) {
+      const count = Math.floor((longCount * (segment + 1)) / LONG_SEGMENTS) - Math.floor((longCount * segment) / LONG_SEGMENTS)
+      const cpuSegment = cpuMs(pids)
+      const load = await runLoad(targetsFor('edge', body), { concurrency: 16, count, maxMs: Math.max(1, deadline - performance.now()) })
+      requests += load.requests
+      errors += load.errors
+      seconds += load.seconds
+      latencies.sum += load.mean * load.requests
+      latencies.p50s.push(load.p50)
+      latencies.p99s.push(load.p99)
+      segments.push({
+        requests: load.requests,
+        req_s: load.throughput,
+        p50_ms: load.p50,
+        cpu_ms_per_request: r3((cpuMs(pids) - cpuSegment) / Math.max(1, load.requests)),
+        rss_mb: rssMb(pids),
+      })
+    }
     clearInterval(sampler)
-    edgeSucceeded += load.requests - load.errors
+    edgeSucceeded += requests - errors
     const rssEnd = rssMb(pids)
+    const heapEnd = HEAP ? await isolateHeap('') : null
     long = {
-      requests: load.requests,
-      errors: load.errors,
-      seconds: load.seconds,
-      req_s: load.throughput,
-      p50_ms: load.p50,
-      p99_ms: load.p99,
-      cpu_ms_per_request: r3((cpuMs(pids) - cpuBefore) / Math.max(1, load.requests)),
+      requests,
+      errors,
+      seconds: r3(seconds),
+      req_s: r3(requests / Math.max(0.001, seconds)),
+      // Medians of the tenths' p50 and p99 (each tenth's own percentiles).
+      p50_ms: r3(median(latencies.p50s)),
+      p99_ms: r3(median(latencies.p99s)),
+      mean_ms: r3(latencies.sum / Math.max(1, requests)),
+      cpu_ms_per_request: r3((cpuMs(pids) - cpuBefore) / Math.max(1, requests)),
       rss_start_mb: rssStart,
       rss_peak_mb: Math.max(rssPeak, rssEnd),
       rss_end_mb: rssEnd,
       rss_growth_mb: r2(rssEnd - rssStart),
+      ...(heapStart && heapEnd
+        ? { edge_heap_start: heapStart, edge_heap_end: heapEnd, edge_live_heap_growth_mb: r2(heapEnd.live_mb - heapStart.live_mb) }
+        : {}),
+      segments,
     }
     console.log(`long run ${JSON.stringify(long)}`)
   }
 
   // What the isolates hold after the run (the session objects' delta bases among it).
   const rssEndMb = rssMb(pids)
+  let isolatesEnd: Record<string, unknown> | null = null
+  if (HEAP) {
+    const heaps: Record<string, HeapFigures & { live_mb: number }> = { edge: await isolateHeap(''), floor: await isolateHeap('floor') }
+    // The RSS once both isolates' garbage is collected (V8 hands freed pages back within a second): against
+    // `workerd_rss_end_mb`, what V8 had not yet collected; the rest is what workerd and its isolates keep.
+    await new Promise((resolve) => setTimeout(resolve, 1000))
+    isolatesEnd = { ...heaps, rss_after_gc_mb: rssMb(pids) }
+  }
   // Zero captures lost: every successful edge call must be a stored completion.
   let stored = 0
   for (const { session_id } of sessions) {
@@ -355,6 +436,7 @@ try {
     medians_ms_and_req_s: raw,
     long,
     workerd_rss_end_mb: rssEndMb,
+    isolates_end: isolatesEnd,
     captures: { successful_edge_calls: edgeSucceeded, stored, lost: Math.max(0, edgeSucceeded - stored) },
   }
 } finally {

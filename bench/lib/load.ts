@@ -30,6 +30,8 @@ export interface Sample {
   serverTiming: string | null
   /** Its place in its run, when the caller numbers them. */
   position?: number
+  /** When it was sent (`performance.timeOrigin + performance.now()`, ms): lines it up with a runtime's own trace. */
+  sentAt?: number
 }
 
 export interface LoadTarget {
@@ -96,7 +98,7 @@ export async function runLoad(
         }
         const ms = performance.now() - t0
         latencies.push(ms)
-        options.samples?.push({ ms, serverTiming })
+        options.samples?.push({ ms, serverTiming, sentAt: performance.timeOrigin + t0 })
       }
     }),
   )
