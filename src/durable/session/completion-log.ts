@@ -33,19 +33,10 @@ import {
   type MessageLayout,
   mapCoded,
   messageIndex,
-  sliceCoded,
   pushPiece,
 } from './message-layout.ts'
-import {
-  applyCopyCode,
-  applyTextDelta,
-  type CopyCode,
-  commonPrefix,
-  copyCode,
-  copyCodePieces,
-  diffText,
-  type TextDelta,
-} from './text-delta.ts'
+import { applyCopyCode, applyTextDelta, type CopyCode, copyCode, copyCodePieces, diffText, type TextDelta } from './text-delta.ts'
+import { diffTexts, flatText, sliceable, type Text, textCommonPrefix, textLength, textSlice } from './edited-text.ts'
 import { canonicalPromptText, type PromptText, parsePromptText, parsePromptTextAgainst, sharedPromptIds } from './prompt-ids.ts'
 import { commonPrefixLength, packLogprobs, packTokens, unpackLogprobs, unpackTokens } from './token-codec.ts'
 
@@ -116,13 +107,61 @@ interface Materialized {
   prompt: Uint32Array
   /** `prompt` as JSON text (the engine's, or canonical once asked for): the base for reading the next prompt's text. */
   promptText: PromptText | null
-  requestText: string
+  /**
+   * The body sent upstream, held only when it is not a small edit of `originalText` (translated dialects);
+   * else null and rebuilt from `requestEdit` when asked for (`requestTextOf`): the two bodies of a
+   * same-dialect call are nearly the same text, and holding both was a third of a 524 KB base.
+   */
+  requestBody: string | null
+  /** The body sent upstream as a delta of `originalText` (null: `requestBody` holds it). */
+  requestEdit: TextDelta | null
   originalText: string
-  /** Where `requestText`'s messages lie (worked out when first asked for: entries read from storage). */
+  /** Where the upstream body's messages lie (worked out when first asked for: entries read from storage). */
   layout?: MessageLayout | null
-  /** How `requestText` is coded against `originalText` (entries recorded in this wake, coded that way). */
+  /** How the upstream body is coded against `originalText` (entries recorded in this wake, coded that way). */
   served?: { delta: TextDelta; shift: number }
+  /** What the entry holds, by `baseBytes` (charged to the budget). */
   bytes: number
+}
+
+/** The upstream body of a base: held, or its original with the edit (compared and sliced in parts, `edited-text.ts`). */
+function requestOf(entry: Materialized): Text {
+  return entry.requestBody ?? { base: entry.originalText, delta: entry.requestEdit as TextDelta }
+}
+
+/** The upstream body of a base as one string (reads and chain walks: copied when held as an edit). */
+function requestTextOf(entry: Materialized): string {
+  return flatText(requestOf(entry))
+}
+
+/** A base as the chain walk reads it (its upstream body rebuilt when held as an edit). */
+function chainBaseOf(entry: Materialized): ChainBase {
+  return { prompt: entry.prompt, originalText: entry.originalText, requestText: requestTextOf(entry) }
+}
+
+/**
+ * How a base holds its upstream body: as an edit of its original when the edit's middle is under half the
+ * body (the edge's own rule for `request_delta`), else as it is.
+ */
+function requestHeld(requestText: string, edit: TextDelta): { requestBody: string | null; requestEdit: TextDelta | null } {
+  return edit.middle.length * 2 < requestText.length
+    ? { requestBody: null, requestEdit: edit }
+    : { requestBody: requestText, requestEdit: null }
+}
+
+/**
+ * Bytes a base holds, an upper bound of its heap (`test/unit/edge/base-heap.test.ts` measures it): the whole
+ * buffer its prompt ids view (a prompt store's spare room included), the prompt text at one byte a character
+ * (ASCII digits) and its separator marks, the bodies at two (V8 keeps ASCII text at one: JSON bodies are
+ * mostly that), the upstream body's edit instead of the body when held so, the message layout.
+ */
+function baseBytes(entry: Omit<Materialized, 'bytes'>): number {
+  return (
+    entry.prompt.buffer.byteLength +
+    promptTextBytes(entry.promptText) +
+    (entry.originalText.length + (entry.requestBody ?? entry.requestEdit?.middle ?? '').length) * 2 +
+    (entry.layout?.ends.byteLength ?? 0)
+  )
 }
 
 /** One row of `rg_completions` as stored. */
@@ -228,7 +267,7 @@ interface Candidate {
 }
 
 function promptTextBytes(text: PromptText | null): number {
-  return text ? text.text.length + text.seps.byteLength : 0
+  return text ? text.text.length + text.marks.byteLength : 0
 }
 
 export class CompletionLog {
@@ -308,14 +347,19 @@ export class CompletionLog {
     // (The edge sends that delta when it is small: no second diff of two large strings.)
     const fromOriginal = input.request_delta ?? diffText(input.original_text, requestText)
     // A delta's middle is at least the growth from its base: skip a diff that cannot be smaller (one pass less).
-    const parentCanWin = base !== null && fromOriginal.middle.length > requestText.length - base.requestText.length
-    const fromParent = base && parentCanWin ? diffText(base.requestText, requestText) : null
+    // Both upstream bodies are compared in parts (the new one is its original with the edge's edit): never copied whole.
+    const baseRequest: Text = base ? requestOf(base) : ''
+    const request_: Text = input.request_delta ? { base: input.original_text, delta: input.request_delta } : requestText
+    const parentCanWin = base !== null && fromOriginal.middle.length > requestText.length - textLength(baseRequest)
+    const fromParent = base && parentCanWin ? diffTexts(baseRequest, request_) : null
     const requestBase = fromParent && fromParent.middle.length < fromOriginal.middle.length ? REQUEST_BASE_PARENT : REQUEST_BASE_ORIGINAL
     const request = requestBase === REQUEST_BASE_PARENT && fromParent ? fromParent : fromOriginal
     const edits = this.#codeMiddle(request.middle, original.middle)
     const logprobs = packLogprobs(input.response_logprobs)
     const messages = this.#indexMessages(
       base,
+      baseRequest,
+      request_,
       requestText,
       input.original_text,
       requestBase === REQUEST_BASE_PARENT,
@@ -417,25 +461,21 @@ export class CompletionLog {
     if (this.#recent.length > RECENT_BASES) this.#recent.shift()
     this.#protectNewest()
     const depth = base ? base.depth + 1 : 0
-    this.#remember({
+    const entry: Omit<Materialized, 'bytes'> = {
       seq,
       agent: input.agent,
       api: input.api,
       depth,
       prompt,
       promptText: read.text,
-      requestText: requestText,
+      ...requestHeld(requestText, fromOriginal),
       originalText: input.original_text,
       layout: messages?.layout ?? null,
       ...(requestBase === REQUEST_BASE_ORIGINAL
         ? { served: { delta: request, shift: input.original_text.length - requestText.length } }
         : {}),
-      bytes:
-        prompt.length * 4 +
-        (requestText.length + input.original_text.length) * 2 +
-        promptTextBytes(read.text) +
-        (messages?.layout.ends.byteLength ?? 0),
-    })
+    }
+    this.#remember({ ...entry, bytes: baseBytes(entry) })
     this.#sessionBytes = sessionBytesBefore + storedBytes
     return { seq, completion_id: input.completion_id, stored_bytes: storedBytes, session_bytes: this.#sessionBytes, duplicate: false }
   }
@@ -494,11 +534,11 @@ export class CompletionLog {
   async requestText(seq: number): Promise<string> {
     const row = this.#sql.first<CompletionRow>('SELECT * FROM rg_completions WHERE seq = ?', seq)
     if (!row) throw new Error(`completion ${seq} missing`)
-    return (await this.#materializeRow(row)).requestText
+    return requestTextOf(await this.#materializeRow(row))
   }
 
-  #servedRequest(full: Materialized, provenance: CompletionRecord['provenance']): Record<string, unknown> {
-    const request = JSON.parse(full.requestText) as Record<string, unknown>
+  #servedRequest(requestText: string, provenance: CompletionRecord['provenance']): Record<string, unknown> {
+    const request = JSON.parse(requestText) as Record<string, unknown>
     for (const key of Object.keys(ENGINE_CAPTURE_PARAMS[provenance.upstream_kind])) delete request[key]
     // Streaming is the harness's choice, recorded as `stream`; the engine is always called without it.
     delete request.stream
@@ -654,6 +694,8 @@ export class CompletionLog {
    */
   #indexMessages(
     base: Materialized | null,
+    baseRequest: Text,
+    requestParts: Text,
     requestText: string,
     originalText: string,
     fromParent: boolean,
@@ -663,10 +705,14 @@ export class CompletionLog {
   ): { layout: MessageLayout; index: MessageIndex } | null {
     const baseLayout = base ? this.#layoutOf(base) : null
     const shared =
-      base === null ? 0 : fromParent ? request.prefix : this.#sharedServedPrefix(base, requestText, originalText, request, original)
+      base === null
+        ? 0
+        : fromParent
+          ? request.prefix
+          : this.#sharedServedPrefix(base, baseRequest, requestParts, originalText, request, original)
     // The body as sent is its base text with a new middle (`request`): slices of it are built from those parts.
-    const codedOn = fromParent ? (base as Materialized).requestText : originalText
-    const extended = extendLayout(baseLayout, requestText, (start) => sliceCoded(codedOn, request, start), shared)
+    const coded: Text = { base: fromParent ? baseRequest : originalText, delta: request }
+    const extended = extendLayout(baseLayout, requestText, (start) => textSlice(coded, start), shared)
     this.lastMessagesScan = extended?.scanned ?? null
     if (extended === null) return null
     const originalCoding: Coding = { delta: original, base: base?.originalText ?? null, field: 'o' }
@@ -675,7 +721,7 @@ export class CompletionLog {
       ? (start, end, out) => copyCodePieces(edits.ops, start, end, (literal, from, to) => pushPiece(out, [literal ? 'q' : 'o', from, to]))
       : undefined
     const coding: Coding = fromParent
-      ? { delta: request, base: (base as Materialized).requestText, field: 'q', middle }
+      ? { delta: request, base: sliceable(baseRequest), field: 'q', middle }
       : { delta: request, base: originalText, field: 'q', middle, below: (start, end, out) => mapCoded(start, end, originalCoding, out) }
     return { layout: extended.layout, index: messageIndex(extended.layout, extended.kept, extended.same, coding) }
   }
@@ -685,12 +731,20 @@ export class CompletionLog {
    * both map their first characters straight to their originals, which share `original.prefix`; with the
    * same edit (prefix, middle, shift) they agree past the middle too. Without the base's coding: compared.
    */
-  #sharedServedPrefix(base: Materialized, requestText: string, originalText: string, request: TextDelta, original: TextDelta): number {
+  #sharedServedPrefix(
+    base: Materialized,
+    baseRequest: Text,
+    requestText: Text,
+    originalText: string,
+    request: TextDelta,
+    original: TextDelta,
+  ): number {
     const served = base.served
-    if (served === undefined) return commonPrefix(base.requestText, requestText)
+    if (served === undefined) return textCommonPrefix(baseRequest, requestText)
     let shared = Math.min(request.prefix, served.delta.prefix, original.prefix)
     // Past the middle, request position i is original position i + shift.
-    const shift = originalText.length - requestText.length
+    const requestLength = textLength(requestText)
+    const shift = originalText.length - requestLength
     if (
       request.prefix === served.delta.prefix &&
       request.middle === served.delta.middle &&
@@ -699,13 +753,13 @@ export class CompletionLog {
     ) {
       shared = Math.max(shared, request.prefix + request.middle.length, original.prefix - shift)
     }
-    return Math.min(shared, requestText.length, base.requestText.length)
+    return Math.min(shared, requestLength, textLength(baseRequest))
   }
 
   /** A cached body's messages layout, scanned the first time it is asked for (entries read from storage). */
   #layoutOf(entry: Materialized): MessageLayout | null {
     if (entry.layout !== undefined) return entry.layout
-    entry.layout = layoutOf(entry.requestText)
+    entry.layout = layoutOf(requestTextOf(entry))
     this.#cache.grew(entry, entry.layout?.ends.byteLength ?? 0)
     return entry.layout
   }
@@ -840,7 +894,7 @@ export class CompletionLog {
     }
     const levels: ChainLevel[] = []
     for (const level of rows) levels.push(await this.#chainLevel(level))
-    const resolved = resolveChain(levels, base)
+    const resolved = resolveChain(levels, base ? chainBaseOf(base) : null)
     // Levels a later wake reads back to rebuild this one: these, and the in-memory base's own.
     return this.#remembered(row, resolved)
   }
@@ -865,17 +919,18 @@ export class CompletionLog {
   }
 
   #remembered(row: ChainRow, resolved: ChainBase): Materialized {
-    const entry: Materialized = {
+    // The diff also flattens both texts (the walk builds them from slices of the base's, which would keep it alive).
+    const held: Omit<Materialized, 'bytes'> = {
       seq: row.seq,
       agent: row.agent,
       api: row.api,
       depth: row.delta_depth,
       prompt: resolved.prompt,
       promptText: null,
-      requestText: resolved.requestText,
+      ...requestHeld(resolved.requestText, diffText(resolved.originalText, resolved.requestText)),
       originalText: resolved.originalText,
-      bytes: resolved.prompt.length * 4 + (resolved.requestText.length + resolved.originalText.length) * 2,
     }
+    const entry: Materialized = { ...held, bytes: baseBytes(held) }
     this.#remember(entry)
     return entry
   }
@@ -898,7 +953,7 @@ export class CompletionLog {
     const requestDelta = { prefix: row.request_prefix, suffix: row.request_suffix, middle: requestMiddle }
     const requestText =
       row.request_base === REQUEST_BASE_PARENT && base
-        ? applyTextDelta(base.requestText, requestDelta)
+        ? applyTextDelta(requestTextOf(base), requestDelta)
         : applyTextDelta(originalText, requestDelta)
     // Pre-v2 chains are at most 48 levels (read forwards): a bounded walk already.
     return this.#remembered(row, { prompt, originalText, requestText })
@@ -912,11 +967,12 @@ export class CompletionLog {
   async #toSizedRecord(row: CompletionRow, options: ReadOptions = {}): Promise<{ record: CompletionRecord; bytes: number }> {
     const full = await this.#materializeRow(row)
     const provenance = JSON.parse(row.provenance) as CompletionRecord['provenance']
-    const request = this.#servedRequest(full, provenance)
+    const requestText = requestTextOf(full)
+    const request = this.#servedRequest(requestText, provenance)
     const responseTokens = unpackTokens(await this.#bytes(row, 'response_tokens'))
     const logprobs = unpackLogprobs(row.logprobs_format, await this.#bytes(row, 'logprobs'))
     const bytes =
-      (full.requestText.length + full.originalText.length) * 2 +
+      (requestText.length + full.originalText.length) * 2 +
       (full.prompt.length + responseTokens.length) * 5 +
       (logprobs?.length ?? 0) * 9 +
       (row.response_message?.length ?? 0) * 2 +

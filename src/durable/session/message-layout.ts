@@ -151,19 +151,16 @@ export function extendLayout(
   return { layout, kept, same, scanned: 'whole' }
 }
 
-/** `text.slice(start)` of a text coded as `base[0:prefix] + middle + base[base.length - suffix:]`, built from its parts. */
-export function sliceCoded(base: string, delta: TextDelta, start: number): string {
-  const middleEnd = delta.prefix + delta.middle.length
-  let out = ''
-  if (start < delta.prefix) out += base.slice(start, delta.prefix)
-  if (start < middleEnd) out += delta.middle.slice(Math.max(0, start - delta.prefix))
-  return out + base.slice(base.length - delta.suffix + Math.max(0, start - middleEnd))
+/** What a coding reads of its base text: a string, or a text read in parts (`edited-text.ts`). */
+export interface Sliceable {
+  readonly length: number
+  slice(start: number, end: number): string
 }
 
 /** How one stored text is coded: `delta` against `base` (null: no base, the middle is the whole text). */
 export interface Coding {
   delta: TextDelta
-  base: string | null
+  base: Sliceable | null
   /** Which stored middle `delta.middle` is. */
   field: 'q' | 'o'
   /** Maps a range of `base` further (a request coded against its own original); else it is a literal. */

@@ -6,6 +6,10 @@
  * two copies, not a parse of a megabyte of numbers (`src/normalize/engine/prompt-ids-text.ts` cuts the text
  * out of the answer). Whatever cannot be matched exactly is parsed whole, the way the engine response
  * normalizer reads ids (integers, stored as uint32).
+ *
+ * Where each id's text ends is kept for every `SEP_STRIDE`-th id only (`PromptText.marks`); the others are
+ * found from the nearest mark by scanning at most `SEP_STRIDE` commas. A separator for every id was 4 bytes
+ * an id, as much as the ids themselves (1 MiB of a 262k-id base: `docs/hot-path.md`, "slimmer bases").
  */
 import { promptIdsFromText } from '../../normalize/engine/prompt-ids-text.ts'
 import { commonPrefix } from './text-delta.ts'
@@ -17,23 +21,46 @@ import { commonPrefix } from './text-delta.ts'
  */
 export interface PromptStore {
   ids: Uint32Array
-  seps: Uint32Array
+  /** Marks (`PromptText.marks`) of the ids in `ids`. */
+  marks: Uint32Array
   /** Positions written so far (the longest prompt viewing these buffers). */
   used: number
 }
 
-/** A prompt's ids as JSON text, and where each id's text ends. */
+/** Ids per separator mark: a separator is found by scanning at most this many commas from a mark. */
+export const SEP_STRIDE = 64
+
+/** A prompt's ids as JSON text, and where every `SEP_STRIDE`-th id's text ends. */
 export interface PromptText {
   text: string
-  /** `seps[j]`: index in `text` of the `,` or `]` that ends id j (after any whitespace). */
-  seps: Uint32Array
-  /** The buffers `seps` (and the prompt's ids) view, when they may grow in place. */
+  /** Ids in `text`. */
+  count: number
+  /**
+   * `marks[k]`: index in `text` of the `,` or `]` (after any whitespace) that ends id `(k + 1) * SEP_STRIDE - 1`,
+   * for each such id (`separatorAt` finds any id's).
+   */
+  marks: Uint32Array
+  /** The buffers `marks` (and the prompt's ids) view, when they may grow in place. */
   store?: PromptStore
 }
 
+/** Marks of `count` ids. */
+function markCount(count: number): number {
+  return Math.floor(count / SEP_STRIDE)
+}
+
+/** Whether id `j` ends a group of `SEP_STRIDE` (its separator is marked). */
+function marked(j: number): boolean {
+  return (j + 1) % SEP_STRIDE === 0
+}
+
+/**
+ * Spare room a new store keeps for later prompts to append in place (an eighth: ~10 turns of a 262k-id
+ * context before a copy). Cached bases are charged for their store's whole buffer.
+ */
 function newStore(length: number): PromptStore {
-  const capacity = length + Math.max(1024, length >>> 2)
-  return { ids: new Uint32Array(capacity), seps: new Uint32Array(capacity), used: length }
+  const capacity = length + Math.max(1024, length >>> 3)
+  return { ids: new Uint32Array(capacity), marks: new Uint32Array(markCount(capacity)), used: length }
 }
 
 /** Room for `length` positions (a bigger copy when full; views of the old buffers stay valid). */
@@ -41,9 +68,18 @@ function reserve(store: PromptStore, length: number): void {
   if (length <= store.ids.length) return
   const grown = newStore(length)
   grown.ids.set(store.ids.subarray(0, store.used))
-  grown.seps.set(store.seps.subarray(0, store.used))
+  grown.marks.set(store.marks.subarray(0, markCount(store.used)))
   store.ids = grown.ids
-  store.seps = grown.seps
+  store.marks = grown.marks
+}
+
+/** Index in `prompt.text` of the separator (`,` or the closing `]`) that ends id `j` (`0 <= j < count`). */
+export function separatorAt(prompt: PromptText, j: number): number {
+  if (j === prompt.count - 1) return prompt.text.length - 1
+  const mark = markCount(j + 1)
+  let at = mark > 0 ? (prompt.marks[mark - 1] as number) : 0
+  for (let i = mark * SEP_STRIDE; i <= j; i++) at = prompt.text.indexOf(',', at + 1)
+  return at
 }
 
 export interface ParsedPrompt {
@@ -76,7 +112,7 @@ const MAX_ID_BYTES = 11
  * after a wake: `ids.join(',')` on a typed array took 8–15 ms, this 2–4 ms).
  */
 export function canonicalPromptText(ids: Uint32Array): PromptText {
-  const seps = new Uint32Array(ids.length)
+  const marks = new Uint32Array(markCount(ids.length))
   const bytes = new Uint8Array(2 + ids.length * MAX_ID_BYTES)
   bytes[0] = 0x5b
   let at = 1
@@ -88,26 +124,26 @@ export function canonicalPromptText(ids: Uint32Array): PromptText {
       bytes[k] = 0x30 + (value % 10)
       value = (value / 10) >>> 0
     }
-    seps[j] = end
+    if (marked(j)) marks[(j + 1) / SEP_STRIDE - 1] = end
     bytes[end] = COMMA
     at = end + 1
   }
   // The last separator is the closing bracket (`[]` when empty).
   if (ids.length > 0) bytes[at - 1] = CLOSE
   else bytes[at++] = CLOSE
-  return { text: ASCII.decode(bytes.subarray(0, at)), seps }
+  return { text: ASCII.decode(bytes.subarray(0, at)), count: ids.length, marks }
 }
 
-/** Separators of a JSON array of `count` numbers: its commas, then the closing bracket. */
-function separators(text: string, count: number): Uint32Array {
-  const seps = new Uint32Array(count)
-  let at = 0
-  for (let j = 0; j < count - 1; j++) {
+/**
+ * Mark the separators of ids `from`…`count - 1` of a JSON array of numbers (its commas, then the closing
+ * bracket), scanning from `at`, the separator ending id `from - 1` (0, the `[`, when `from` is 0).
+ */
+function markSeparators(marks: Uint32Array, text: string, from: number, count: number, at: number): void {
+  for (let j = from; j < count - 1; j++) {
     at = text.indexOf(',', at + 1)
-    seps[j] = at
+    if (marked(j)) marks[(j + 1) / SEP_STRIDE - 1] = at
   }
-  if (count > 0) seps[count - 1] = text.length - 1
-  return seps
+  if (count > from && marked(count - 1)) marks[count / SEP_STRIDE - 1] = text.length - 1
 }
 
 /**
@@ -116,20 +152,29 @@ function separators(text: string, count: number): Uint32Array {
  */
 export function sharedPromptIds(base: PromptText, text: string): number {
   const prefix = commonPrefix(base.text, text)
-  const seps = base.seps
+  const marks = base.marks
   let lo = 0
-  let hi = seps.length
+  let hi = Math.min(marks.length, markCount(base.count))
   while (lo < hi) {
     const mid = (lo + hi) >>> 1
-    if ((seps[mid] as number) < prefix) lo = mid + 1
+    if ((marks[mid] as number) < prefix) lo = mid + 1
     else hi = mid
   }
-  // The texts part at the base's separator: the id still ends there if the new text has a separator too.
-  if (lo < seps.length && seps[lo] === prefix) {
-    const code = text.charCodeAt(prefix)
-    if (code === COMMA || code === CLOSE || isSpace(code)) lo++
+  // Ids before the first mark at or past the prefix end before it; scan the rest of that group.
+  let shared = lo * SEP_STRIDE
+  let at = lo > 0 ? (marks[lo - 1] as number) : 0
+  let sep = -1
+  for (; shared < base.count; shared++) {
+    sep = shared === base.count - 1 ? base.text.length - 1 : base.text.indexOf(',', at + 1)
+    if (sep >= prefix) break
+    at = sep
   }
-  return lo
+  // The texts part at the base's separator: the id still ends there if the new text has a separator too.
+  if (shared < base.count && sep === prefix) {
+    const code = text.charCodeAt(prefix)
+    if (code === COMMA || code === CLOSE || isSpace(code)) shared++
+  }
+  return shared
 }
 
 /** Parse `text` whole (no usable base). */
@@ -143,10 +188,10 @@ export function parsePromptText(text: string): ParsedPrompt {
   if (!parsed) return { ids: null, text: null, copied: 0, parsedChars: text.length, unreadable: false }
   const store = newStore(parsed.length)
   store.ids.set(parsed)
-  store.seps.set(separators(text, parsed.length))
+  markSeparators(store.marks, text, 0, parsed.length, 0)
   return {
     ids: store.ids.subarray(0, parsed.length),
-    text: { text, seps: store.seps.subarray(0, parsed.length), store },
+    text: { text, count: parsed.length, marks: store.marks.subarray(0, markCount(parsed.length)), store },
     copied: 0,
     parsedChars: text.length,
     unreadable: false,
@@ -160,7 +205,8 @@ export function parsePromptText(text: string): ParsedPrompt {
  */
 export function parsePromptTextAgainst(text: string, base: { ids: Uint32Array; text: PromptText }, shared: number): ParsedPrompt {
   if (shared <= 0 || shared > base.ids.length) return parsePromptText(text)
-  let at = base.text.seps[shared - 1] as number
+  const baseEnd = separatorAt(base.text, shared - 1)
+  let at = baseEnd
   while (at < text.length && isSpace(text.charCodeAt(at))) at++
   const code = text.charCodeAt(at)
   let tail: unknown = null
@@ -178,11 +224,11 @@ export function parsePromptTextAgainst(text: string, base: { ids: Uint32Array; t
   const length = shared + tail.length
   const parsedChars = text.length - at
   // The last copied id ends at the same place as in the base (not `2,` there and `2 ,` here).
-  const sameEnd = at === base.text.seps[shared - 1]
+  const sameEnd = at === baseEnd
   if (tail.length === 0 && shared === base.ids.length && sameEnd) {
     return {
       ids: base.ids,
-      text: { text, seps: base.text.seps, ...(base.text.store ? { store: base.text.store } : {}) },
+      text: { text, count: shared, marks: base.text.marks, ...(base.text.store ? { store: base.text.store } : {}) },
       copied: shared,
       parsedChars,
       unreadable: false,
@@ -193,20 +239,17 @@ export function parsePromptTextAgainst(text: string, base: { ids: Uint32Array; t
   else {
     store = newStore(length)
     store.ids.set(base.ids.subarray(0, shared))
-    store.seps.set(base.text.seps.subarray(0, shared))
-    store.seps[shared - 1] = at
+    // Marks before the prefix are at the same places in both texts; the last shared id's is `at`.
+    store.marks.set(base.text.marks.subarray(0, markCount(shared)))
+    if (marked(shared - 1)) store.marks[shared / SEP_STRIDE - 1] = at
   }
-  const { ids, seps } = store
+  const { ids, marks } = store
   for (let j = 0; j < tail.length; j++) ids[shared + j] = tail[j] as number
-  for (let j = shared; j < length - 1; j++) {
-    at = text.indexOf(',', at + 1)
-    seps[j] = at
-  }
-  seps[length - 1] = text.length - 1
+  markSeparators(marks, text, shared, length, at)
   store.used = length
   return {
     ids: ids.subarray(0, length),
-    text: { text, seps: seps.subarray(0, length), store },
+    text: { text, count: length, marks: marks.subarray(0, markCount(length)), store },
     copied: shared,
     parsedChars,
     unreadable: false,

@@ -15,7 +15,7 @@ const CHUNK = 4096
 /** Below this a mismatching block is scanned char by char. */
 const SCAN = 64
 
-function isLowSurrogate(code: number): boolean {
+export function isLowSurrogate(code: number): boolean {
   return code >= 0xdc00 && code <= 0xdfff
 }
 
@@ -44,7 +44,7 @@ export function commonPrefix(a: string, b: string): number {
 }
 
 /** Common suffix length of two strings, at most `max` (same block strategy as `commonPrefix`). */
-function commonSuffix(a: string, b: string, max: number): number {
+export function commonSuffix(a: string, b: string, max: number): number {
   let n = 0
   let block = CHUNK
   let narrowing = false

@@ -18,8 +18,21 @@ import {
   type PromptText,
   parsePromptText,
   parsePromptTextAgainst,
+  SEP_STRIDE,
+  separatorAt,
   sharedPromptIds,
 } from '../../../src/durable/session/prompt-ids.ts'
+
+/**
+ * Every id's separator as `separatorAt` finds it from the sparse marks, and the marks themselves: one per
+ * `SEP_STRIDE` ids, each the separator of the last id of its group.
+ */
+function separators(prompt: PromptText): number[] {
+  expect(prompt.marks.length).toBe(Math.floor(prompt.count / SEP_STRIDE))
+  const all = Array.from({ length: prompt.count }, (_, j) => separatorAt(prompt, j))
+  expect(Array.from(prompt.marks)).toEqual(all.filter((_, j) => (j + 1) % SEP_STRIDE === 0))
+  return all
+}
 
 /** What the session reads for `text` against `base`, the way the completion log does it. */
 function readAgainst(baseText: string | Uint32Array, text: string) {
@@ -58,9 +71,9 @@ function expectSameAsWhole(base: string | Uint32Array, text: string) {
   expect(read.unreadable).toBe(!json)
   // The separators found must be the text's: each id's text ends at a `,` (or the closing `]`).
   if (read.text) {
-    expect(read.text.seps.length).toBe(read.ids?.length)
+    expect(read.text.count).toBe(read.ids?.length)
     // One assertion over all of them (an `expect` per separator was most of the random-edits test's time).
-    const { seps } = read.text
+    const seps = separators(read.text)
     const misplaced: { separator: number; at: number; found: string | undefined }[] = []
     for (let j = 0; j < seps.length; j++) {
       const at = seps[j] as number
@@ -90,12 +103,13 @@ describe('incremental prompt ids', () => {
 
   it('writes a stored prompt canonically with its separators (the base after a wake)', () => {
     const ids = Uint32Array.from([0, 9, 10, 99, 100, 151645, 4294967295, 7])
-    const { text, seps } = canonicalPromptText(ids)
+    const written = canonicalPromptText(ids)
+    const { text } = written
     expect(text).toBe(JSON.stringify(Array.from(ids)))
-    expect(Array.from(seps)).toEqual(
+    expect(separators(written)).toEqual(
       Array.from(ids, (_, j) => (j === ids.length - 1 ? text.length - 1 : text.split(',', j + 1).join(',').length)),
     )
-    expect(canonicalPromptText(new Uint32Array(0))).toEqual({ text: '[]', seps: new Uint32Array(0) })
+    expect(canonicalPromptText(new Uint32Array(0))).toEqual({ text: '[]', count: 0, marks: new Uint32Array(0) })
     // Random ids of every digit count (the digits are written into bytes): the text is `JSON.stringify`'s.
     let seed = 7
     const next = () => {
@@ -106,9 +120,7 @@ describe('incremental prompt ids', () => {
       const random = Uint32Array.from({ length: next() % 300 }, () => Math.floor((next() / 2 ** 31) * 10 ** (1 + (next() % 10))) >>> 0)
       const written = canonicalPromptText(random)
       expect(written.text).toBe(JSON.stringify(Array.from(random)))
-      expect(Array.from(written.seps, (at) => written.text[at])).toEqual(
-        Array.from(random, (_, j) => (j === random.length - 1 ? ']' : ',')),
-      )
+      expect(separators(written).map((at) => written.text[at])).toEqual(Array.from(random, (_, j) => (j === random.length - 1 ? ']' : ',')))
     }
     // Read against it, the next prompt copies every id.
     expect(expectSameAsWhole(ids, JSON.stringify([...ids, 5])).copied).toBe(ids.length)
@@ -164,7 +176,7 @@ describe('incremental prompt ids', () => {
       const read = parsePromptTextAgainst(text, base, sharedPromptIds(base.text, text))
       expect(read.copied).toBe(base.expected.length)
       expect(Array.from(read.ids as Uint32Array)).toEqual(expected)
-      expect(Array.from((read.text as PromptText).seps)).toEqual(Array.from(canonicalPromptText(Uint32Array.from(expected)).seps))
+      expect(separators(read.text as PromptText)).toEqual(separators(canonicalPromptText(Uint32Array.from(expected))))
       kept.push({ ids: read.ids as Uint32Array, text: read.text as PromptText, expected: [...expected] })
     }
     for (const prompt of kept) expect(Array.from(prompt.ids)).toEqual(prompt.expected)
@@ -192,8 +204,42 @@ describe('incremental prompt ids', () => {
     }
     for (const prompt of kept) {
       expect(Array.from(prompt.ids)).toEqual(prompt.expected)
-      for (const [j, at] of prompt.text.seps.entries()) expect(prompt.text.text[at]).toBe(j === prompt.expected.length - 1 ? ']' : ',')
+      const found = separators(prompt.text).map((at) => prompt.text.text[at])
+      expect(found).toEqual(prompt.expected.map((_, j) => (j === prompt.expected.length - 1 ? ']' : ',')))
     }
+  })
+
+  it('marks every 64th separator only, and reads exactly at and around every mark', () => {
+    const ids = (n: number, salt = 0) => Array.from({ length: n }, (_, i) => ((i + salt) * 7919) % 151000)
+    const write = (values: number[], spaced: boolean) => (spaced ? JSON.stringify(values).replaceAll(',', ', ') : JSON.stringify(values))
+    const edges = [1, SEP_STRIDE - 1, SEP_STRIDE, SEP_STRIDE + 1, 2 * SEP_STRIDE - 1, 2 * SEP_STRIDE, 2 * SEP_STRIDE + 1, 3 * SEP_STRIDE]
+    for (const length of edges) {
+      for (const cut of edges.filter((k) => k <= length)) {
+        for (const spaced of [false, true]) {
+          const base = ids(length)
+          // Cut at the mark, extend; cut and change the last kept id’s digits (against a canonical base a spaced
+          // text shares its first id only); a shorter prompt.
+          expect(expectSameAsWhole(write(base, spaced), write([...base.slice(0, cut), ...ids(70, 5)], spaced)).shared).toBe(cut)
+          const edited = base.slice(0, cut)
+          edited[cut - 1] = Number(`${edited[cut - 1]}7`)
+          expect(expectSameAsWhole(Uint32Array.from(base), write([...edited, 3], spaced)).shared).toBe(
+            spaced ? Math.min(1, cut - 1) : cut - 1,
+          )
+          expect(expectSameAsWhole(write(base, spaced), write(base.slice(0, cut), spaced)).shared).toBe(cut)
+        }
+      }
+    }
+    // One id more, ending a group; the last shared id's separator after a space (marked where the new text has it).
+    for (const length of [SEP_STRIDE - 1, SEP_STRIDE, 2 * SEP_STRIDE - 1]) {
+      const base = ids(length)
+      expect(expectSameAsWhole(write(base, false), write([...base, 9], false)).shared).toBe(length)
+      const spacedEnd = `${JSON.stringify(base).slice(0, -1)} ,9,8]`
+      expect(expectSameAsWhole(write(base, false), spacedEnd).shared).toBe(length)
+      expect(expectSameAsWhole(write(base, false), `${JSON.stringify(base).slice(0, -1)} ]`).shared).toBe(length)
+    }
+    // A 262k-id prompt keeps 16 KB of marks, not 1 MiB of separators.
+    const large = canonicalPromptText(Uint32Array.from(ids(262_144)))
+    expect(large.marks.byteLength).toBe((262_144 / SEP_STRIDE) * 4)
   })
 
   it('agrees with the whole parse on random edits of random prompts', () => {
