@@ -35,7 +35,7 @@ import {
   messageIndex,
   pushPiece,
 } from './message-layout.ts'
-import { applyCopyCode, applyTextDelta, type CopyCode, copyCode, copyCodePieces, diffText, type TextDelta } from './text-delta.ts'
+import { applyCopyCode, applyTextDelta, type CopyCode, copyCode, copyCodePieces, detached, diffText, type TextDelta } from './text-delta.ts'
 import { diffTexts, flatText, sliceable, type Text, textCommonPrefix, textLength, textSlice } from './edited-text.ts'
 import { canonicalPromptText, type PromptText, parsePromptText, parsePromptTextAgainst, sharedPromptIds } from './prompt-ids.ts'
 import { commonPrefixLength, packLogprobs, packTokens, unpackLogprobs, unpackTokens } from './token-codec.ts'
@@ -144,19 +144,24 @@ function chainBaseOf(entry: Materialized): ChainBase {
  * body (the edge's own rule for `request_delta`), else as it is.
  */
 function requestHeld(requestText: string, edit: TextDelta): { requestBody: string | null; requestEdit: TextDelta | null } {
+  // The edit's middle is often a slice of the body (a diff's): copied, or it would keep the body alive.
   return edit.middle.length * 2 < requestText.length
-    ? { requestBody: null, requestEdit: edit }
+    ? { requestBody: null, requestEdit: { ...edit, middle: detached(edit.middle) } }
     : { requestBody: requestText, requestEdit: null }
 }
+
+/** A base's small objects (the entry, its deltas, its layout's object): measured ~4 KB (`base-heap.test.ts`). */
+const BASE_OVERHEAD_BYTES = 8192
 
 /**
  * Bytes a base holds, an upper bound of its heap (`test/unit/edge/base-heap.test.ts` measures it): the whole
  * buffer its prompt ids view (a prompt store's spare room included), the prompt text at one byte a character
  * (ASCII digits) and its separator marks, the bodies at two (V8 keeps ASCII text at one: JSON bodies are
- * mostly that), the upstream body's edit instead of the body when held so, the message layout.
+ * mostly that), the upstream body's edit instead of the body when held so, the message layout, its objects.
  */
 function baseBytes(entry: Omit<Materialized, 'bytes'>): number {
   return (
+    BASE_OVERHEAD_BYTES +
     entry.prompt.buffer.byteLength +
     promptTextBytes(entry.promptText) +
     (entry.originalText.length + (entry.requestBody ?? entry.requestEdit?.middle ?? '').length) * 2 +
@@ -461,6 +466,7 @@ export class CompletionLog {
     if (this.#recent.length > RECENT_BASES) this.#recent.shift()
     this.#protectNewest()
     const depth = base ? base.depth + 1 : 0
+    const held = requestHeld(requestText, fromOriginal)
     const entry: Omit<Materialized, 'bytes'> = {
       seq,
       agent: input.agent,
@@ -468,11 +474,12 @@ export class CompletionLog {
       depth,
       prompt,
       promptText: read.text,
-      ...requestHeld(requestText, fromOriginal),
+      ...held,
       originalText: input.original_text,
       layout: messages?.layout ?? null,
+      // `request` is `fromOriginal` here: the held copy of its middle, when held as an edit.
       ...(requestBase === REQUEST_BASE_ORIGINAL
-        ? { served: { delta: request, shift: input.original_text.length - requestText.length } }
+        ? { served: { delta: held.requestEdit ?? request, shift: input.original_text.length - requestText.length } }
         : {}),
     }
     this.#remember({ ...entry, bytes: baseBytes(entry) })
