@@ -14,7 +14,8 @@
  * 2. then protected entries, of another object than the one adding (its own last): of the object used
  *    fewest times (by `protect` calls, in powers of two), and among those the most recently used. Least
  *    recently used would be the worst order for sessions calling in turn whose newest bases do not all fit
- *    (16 at 524 KB: 16 × 5.6 MiB over 64): each call's base would be the one evicted the longest ago.
+ *    (16 at 524 KB were 16 × 5.6 MiB, over 64, before bases were slimmed; 17 of today's 3.74 MiB fit): each
+ *    call's base would be the one evicted the longest ago.
  *    Evicting the most recently used other object keeps the bases of the ones calling next, but in a mix of
  *    hot and warm sessions it evicts a hot one; so the rarely used go first, and in turn the latest of them.
  *    Simulated on this class with each order planted (5.6 MiB bases, 64 MiB, 8 MiB rest; the test "sessions
@@ -38,21 +39,32 @@
  * seen; a dropped object's entries are at most the budget and the first to go. No `WeakRef` (workerd hides
  * it without the `enable_weak_ref` flag) and nothing left to the collector's timing.
  *
+ * A cache may name the object it belongs to (`key`: the session id). workerd drops an idle Durable Object and
+ * makes a new one for the next request, in the same isolate; the old object's cache, used often and recently,
+ * would keep its protected bases for `idleMs` ahead of the new object's (fewest uses: evicted first), so
+ * every call of the new object walked its chain back (`docs/hot-path.md`, "Slimmer delta bases": 48 objects
+ * for 16 sessions in one benchmark). A new cache under a key therefore empties the caches held under it.
+ *
  * Which entries are cached never changes what a log stores: a base is chosen from storage only.
  */
 
-/** What a cache holds: an entry of `bytes` (an estimate: 2 a character, 4 a token id) under its completion's seq. */
+/**
+ * What a cache holds: an entry of `bytes` under its completion's seq (`baseBytes` in `completion-log.ts`: an
+ * upper bound of the entry's heap, measured in `test/unit/edge/base-heap.test.ts`).
+ */
 export interface CachedBase {
   readonly seq: number
   bytes: number
 }
 
 /**
- * The isolate-wide bound, by the entries' estimate (~55 MB of V8 heap: JSON text is one byte a character
- * there), half of workerd's 128 MB per isolate. A 524 KB call's base is ~3.9 MiB with ~134k prompt ids
- * (5.6 MiB with the bench stub's 262k), so this holds the newest bases of 11–16 such sessions. More sessions
- * taking turns than fit walk their chains back on most calls (`docs/hot-path.md`, "one budget per isolate":
- * 48 MiB cost more CPU per call than 64 there; memory is what this bounds).
+ * The isolate-wide bound, by the entries' charge (an upper bound of their heap: bodies are charged two bytes a
+ * character, and V8 keeps ASCII JSON at one, so ASCII bases hold ~0.8 of it), half of workerd's 128 MB per
+ * isolate. A 524 KB call's base is charged ~2.5 MiB with ~134k prompt ids (3.74 MiB with the bench stub's
+ * 262k; 5.6 MiB before its separators were kept for every 64th id only and its upstream body as an edit of
+ * the original: `docs/hot-path.md`, "Slimmer delta bases"), so this holds the newest bases of 17–25 such
+ * sessions. More sessions taking turns than fit walk their chains back on most calls ("one budget per
+ * isolate": 48 MiB cost more CPU per call than 64 there; memory is what this bounds).
  */
 export const BASE_BUDGET_BYTES = 64 * 1024 * 1024
 /**
@@ -94,6 +106,20 @@ export class BaseBudget {
   /** Bytes held by every cache on this budget. */
   get bytes(): number {
     return this.#bytes
+  }
+
+  /**
+   * @internal (`BaseCache`): a new cache of the object named `key`; the caches under that key belong to an
+   * object workerd replaced (or one the new one supersedes): their entries go.
+   */
+  supersede(key: string, by: BaseCache<CachedBase>): void {
+    for (const cache of [...this.#caches]) {
+      if (cache === by || cache.key !== key) continue
+      for (const seq of cache.seqs()) {
+        cache.evict(seq)
+        this.evictions++
+      }
+    }
   }
 
   /** Caches holding entries now. */
@@ -183,8 +209,18 @@ export class BaseCache<E extends CachedBase> {
   #usedAt = 0
   #uses = 0
 
-  constructor(budget: BaseBudget = isolateBudget) {
+  /** The object this cache belongs to (the session id), when named: a new cache under it empties this one. */
+  readonly key: string | undefined
+
+  constructor(budget: BaseBudget = isolateBudget, key?: string) {
     this.#budget = budget
+    this.key = key
+    if (key !== undefined) budget.supersede(key, this as unknown as BaseCache<CachedBase>)
+  }
+
+  /** @internal: the seqs cached now. */
+  seqs(): number[] {
+    return [...this.#slots.keys()]
   }
 
   /** Bytes this cache holds. */

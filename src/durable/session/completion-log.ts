@@ -307,7 +307,8 @@ export class CompletionLog {
     this.#blobs = blobs
     this.#sessionId = sessionId
     this.#requestEdits = options.requestEdits ?? true
-    this.#cache = new BaseCache(options.budget)
+    // Named by the session: this object replaces any earlier one of the session in the isolate (its bases go).
+    this.#cache = new BaseCache(options.budget, sessionId)
   }
 
   /** Bytes of delta bases this log holds in memory, by the entries' own sizes (tests). */

@@ -103,7 +103,7 @@ describe('base cache budget', () => {
 
   it('sessions taking turns whose newest bases do not fit do not each evict the next one’s base; hot sessions keep theirs', () => {
     const MiB = 1024 * 1024
-    const base = 5.6 * MiB // a 524 KB call's base with the bench stub's 262k prompt ids
+    const base = 5.6 * MiB // a 524 KB call's base with the bench stub's 262k prompt ids, before slimmer bases (the policy's worst case)
     /** Misses of each session's newest base (its previous record), per session, over `schedule`. */
     function misses(sessions: number, schedule: number[]): { missed: number[]; calls: number[] } {
       const budget = new BaseBudget(64 * MiB, { restLimit: 8 * MiB, now: () => 0 })

@@ -26,7 +26,6 @@ const gc = runInNewContext('gc') as () => void
 function heldBytes(): number {
   for (let i = 0; i < 3; i++) gc()
   const stats = v8.getHeapStatistics()
-  if (process.env.HEAP_PARTS) console.error("heap", stats.used_heap_size, "ext", stats.external_memory)
   return stats.used_heap_size + stats.external_memory
 }
 
@@ -77,7 +76,8 @@ async function heldWhile(make: () => Promise<{ logs: CompletionLog[]; budget: Ba
   const alive = async () => {
     const { logs, budget } = await make()
     const held = heldBytes()
-    return { held: held + logs.length * 0, charged: budget.bytes }
+    expect(logs).toHaveLength(LOGS)
+    return { held, charged: budget.bytes }
   }
   const { held, charged } = await alive()
   return { held: held - heldBytes(), charged }
@@ -99,7 +99,6 @@ describe('a delta base’s charge against its heap', () => {
     it(`recorded from the engine’s text, ${wide ? 'two-byte' : 'ASCII'} bodies: charged at least what it holds`, async () => {
       const { real, charged } = await measure((budget) => recordBases(wide, budget))
       expect(charged / (LOGS - 1)).toBeGreaterThan(2 * 2 ** 20)
-      console.log(wide, real, charged, real / charged)
       expect(real).toBeLessThanOrEqual(charged)
       expect(real / charged).toBeGreaterThan(wide ? 0.9 : 0.7)
     })
@@ -115,7 +114,6 @@ describe('a delta base’s charge against its heap', () => {
         }
         return { logs, budget }
       })
-      console.log(wide, real, charged, real / charged)
       expect(real).toBeLessThanOrEqual(charged)
       expect(real / charged).toBeGreaterThan(wide ? 0.85 : 0.65)
     })

@@ -6,8 +6,9 @@
  * newest base; and what is stored does not depend on the budget (a base is chosen from storage only).
  */
 import { describe, expect, it } from 'vitest'
+import { chatBody } from '../../../bench/lib/chat-bodies.ts'
 import { MemoryBucket, nodeSql, nodeSqlExecutor } from '../../../scripts/lib/node-sqlite.ts'
-import { BASE_BUDGET_BYTES, BaseBudget, isolateBudget } from '../../../src/durable/session/base-cache-budget.ts'
+import { BASE_BUDGET_BYTES, BASE_REST_BYTES, BaseBudget, isolateBudget } from '../../../src/durable/session/base-cache-budget.ts'
 import { BlobStore } from '../../../src/durable/session/blob-store.ts'
 import { CompletionLog } from '../../../src/durable/session/completion-log.ts'
 import type { CompletionInput } from '../../../src/durable/session/record.ts'
@@ -55,7 +56,11 @@ function interleaved(turns: number, head: number, growth: number, asText = false
 }
 
 /** A log over its own node:sqlite database whose chain reads are counted. */
+let logIds = 0
+
+/** Each counted log is a session of its own (caches are named by session: `BaseCache.key`). */
 function countedLog(options: { budget?: BaseBudget; requestEdits?: boolean } = {}) {
+  const sessionId = `ses_budget_${logIds++}`
   const { db } = nodeSql()
   const inner = nodeSqlExecutor(db)
   let chainReads = 0
@@ -68,7 +73,7 @@ function countedLog(options: { budget?: BaseBudget; requestEdits?: boolean } = {
   })
   ensureSchema(sql)
   const bucket = new MemoryBucket()
-  const open = () => new CompletionLog(sql, new BlobStore(bucket), 'ses_budget', options)
+  const open = () => new CompletionLog(sql, new BlobStore(bucket), sessionId, options)
   return { sql, open, chainReads: () => chainReads }
 }
 
@@ -151,6 +156,44 @@ describe('completion logs share one budget for their delta bases', () => {
       expect(placements.slice(2).every((row) => row.prompt_parent === row.seq - 2)).toBe(true)
     })
   }
+
+  it('sixteen busy 524 KB sessions (the bench stub’s 262k prompt ids as text, the edge’s upstream edit) keep their newest bases within the isolate budget', async () => {
+    // `bench:gateway-ab --sizes 524KB --concurrency 16`: each session sends the same body and gets the same
+    // ids every call. Bases charged 5.6 MiB did not fit 16 to 64 MiB, and every call walked its chain back.
+    const budget = new BaseBudget(BASE_BUDGET_BYTES, { restLimit: BASE_REST_BYTES })
+    const body = JSON.stringify(chatBody(524 * 1024))
+    const end = body.lastIndexOf('}')
+    const promptText = JSON.stringify(Array.from({ length: 262_144 }, (_, i) => (i * 7919) % 151_000))
+    const sessions = Array.from({ length: 16 }, () => countedLog({ budget }))
+    const logs = sessions.map((session) => session.open())
+    let call = 0
+    const record = async (log: CompletionLog) =>
+      log.record(
+        completionInput({
+          completion_id: `bench_${call++}`,
+          prompt_token_ids: null,
+          prompt_token_text: promptText,
+          original_text: body,
+          request_text: '',
+          request_delta: { prefix: end, suffix: 0, middle: ',"stream":false,"logprobs":1,"model":"Qwen/Qwen3-8B"}' },
+        }),
+      )
+    for (let round = 0; round < 3; round++) for (const log of logs) await record(log)
+    expect(sessions.map((session) => session.chainReads())).toEqual(sessions.map(() => 0))
+    // workerd drops idle objects and makes new ones in the same isolate (the benchmark's variants take turns):
+    // each new object walks its chain back once, and its base is not evicted for the old objects' any more.
+    for (let round = 0; round < 3; round++) {
+      for (const [i, session] of sessions.entries()) logs[i] = session.open()
+      for (const log of logs) await record(log)
+      for (const log of logs) await record(log)
+    }
+    // One walk per new object: its row, then one batch of its ancestors.
+    expect(sessions.map((session) => session.chainReads())).toEqual(sessions.map(() => 3 * 2))
+    // What a base is charged now (the budget holds 16 newest bases and a few older ones).
+    const perBase = logs[0]?.cachedBytes ?? 0
+    expect(perBase / 2 ** 20).toBeLessThan(BASE_BUDGET_BYTES / 16 / 2 ** 20)
+    expect(budget.bytes).toBeLessThanOrEqual(BASE_BUDGET_BYTES)
+  })
 
   it('stores the same bytes whatever the budget (a base is chosen from storage, never from memory)', async () => {
     const inputs = interleaved(10, 40_000, 4000, true)
