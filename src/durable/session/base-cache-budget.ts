@@ -109,12 +109,12 @@ export class BaseBudget {
   }
 
   /**
-   * @internal (`BaseCache`): a new cache of the object named `key`; the caches under that key belong to an
-   * object workerd replaced (or one the new one supersedes): their entries go.
+   * @internal (`BaseCache`, before the new cache of the object named `key` holds anything): the caches under
+   * that key belong to an object workerd replaced; their entries go.
    */
-  supersede(key: string, by: BaseCache<CachedBase>): void {
+  supersede(key: string): void {
     for (const cache of [...this.#caches]) {
-      if (cache === by || cache.key !== key) continue
+      if (cache.key !== key) continue
       for (const seq of cache.seqs()) {
         cache.evict(seq)
         this.evictions++
@@ -215,7 +215,7 @@ export class BaseCache<E extends CachedBase> {
   constructor(budget: BaseBudget = isolateBudget, key?: string) {
     this.#budget = budget
     this.key = key
-    if (key !== undefined) budget.supersede(key, this as unknown as BaseCache<CachedBase>)
+    if (key !== undefined) budget.supersede(key)
   }
 
   /** @internal: the seqs cached now. */

@@ -80,6 +80,26 @@ describe('base cache budget', () => {
     expect(budget.caches).toBe(3)
   })
 
+  it('a new cache of a session empties the caches of its replaced objects, no other', () => {
+    const budget = new BaseBudget(100)
+    const old = new BaseCache(budget, 'ses_a')
+    const other = new BaseCache(budget, 'ses_b')
+    const unnamed = new BaseCache(budget)
+    for (const cache of [old, other, unnamed]) {
+      put(cache, entry(1))
+      cache.protect(new Set([1]))
+    }
+    expect(budget.caches).toBe(3)
+    const renewed = new BaseCache(budget, 'ses_a')
+    expect(held(old, [1])).toEqual([])
+    expect(held(other, [1])).toEqual([1])
+    expect(held(unnamed, [1])).toEqual([1])
+    expect(budget.caches).toBe(2)
+    expect(budget.bytes).toBe(other.bytes + unnamed.bytes)
+    put(renewed, entry(2))
+    expect(held(renewed, [2])).toEqual([2])
+  })
+
   it('the adding cache’s own protected entries go last (after another cache’s, even one used more), oldest first', () => {
     const budget = new BaseBudget(25)
     const a = new BaseCache(budget)
