@@ -40,6 +40,29 @@ function copied(text: string): string {
   return Buffer.from(text, 'utf8').toString('utf8')
 }
 
+const promptTexts = new Map<number, string>()
+/** Log `n`'s prompt ids as the engine's JSON text (built once per test file). */
+function promptText(n: number): string {
+  let text = promptTexts.get(n)
+  if (text === undefined) {
+    text = JSON.stringify(Array.from({ length: PROMPT_IDS }, (_, i) => (i * 7919 + n) % 151_000))
+    promptTexts.set(n, text)
+  }
+  return text
+}
+
+const bodies = new Map<string, string>()
+/** Log `n`'s 512 KB chat body (one character past Latin-1 when `wide`), built once per test file. */
+function bodyText(n: number, wide: boolean): string {
+  const key = `${n}${wide}`
+  let body = bodies.get(key)
+  if (body === undefined) {
+    body = JSON.stringify(chatBody(512 * 1024, `model-${n}${wide ? ' ☃' : ''}`))
+    bodies.set(key, body)
+  }
+  return body
+}
+
 /** `LOGS` logs of one large call each (different bodies and ids), on one budget that holds them all. */
 async function recordBases(
   wide: boolean,
@@ -48,7 +71,7 @@ async function recordBases(
   const logs: CompletionLog[] = []
   const stores: { sql: Sql; bucket: MemoryBucket }[] = []
   for (let n = 0; n < LOGS; n++) {
-    const body = JSON.stringify(chatBody(512 * 1024, `model-${n}${wide ? ' ☃' : ''}`))
+    const body = bodyText(n, wide)
     const end = body.lastIndexOf('}')
     const insert = `,"stream":false,"logprobs":1,"return_tokens_as_token_ids":true,"model":"Qwen/Qwen3-8B"}`
     const { sql } = nodeSql()
@@ -59,7 +82,7 @@ async function recordBases(
       completionInput({
         completion_id: `heap_${n}`,
         prompt_token_ids: null,
-        prompt_token_text: copied(JSON.stringify(Array.from({ length: PROMPT_IDS }, (_, i) => (i * 7919 + n) % 151_000))),
+        prompt_token_text: copied(promptText(n)),
         original_text: copied(body),
         request_text: '',
         request_delta: { prefix: end, suffix: 0, middle: insert },
@@ -94,7 +117,8 @@ async function measure(make: (budget: BaseBudget) => Promise<{ logs: CompletionL
   return { real: all.held - none.held, charged: all.charged - none.charged }
 }
 
-describe('a delta base’s charge against its heap', () => {
+// Each case records 24 calls of 512 KB and collects the heap twelve times: seconds of CPU, not a race.
+describe('a delta base’s charge against its heap', { timeout: 60_000 }, () => {
   for (const wide of [false, true]) {
     it(`recorded from the engine’s text, ${wide ? 'two-byte' : 'ASCII'} bodies: charged at least what it holds`, async () => {
       const { real, charged } = await measure((budget) => recordBases(wide, budget))
