@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type RawData, WebSocket, WebSocketServer } from 'ws'
+import { loadQwen3 } from '../../engine/qwen3.ts'
 import { type EngineHandle, startEngine } from '../../engine/server.ts'
 import { RunnerAgent } from '../../runner/agent.ts'
 import type { StageHandlers } from '../../runner/pools/pipeline.ts'
@@ -153,6 +154,9 @@ beforeAll(async () => {
     },
   })
   relay = await startRelay(edge.url)
+  // The engine's tokenizer, loaded now (once per process): the engine then comes up at once, well within the
+  // held assignment's acknowledgement deadline (15 s), however loaded the machine.
+  await loadQwen3()
 })
 
 afterAll(async () => {
