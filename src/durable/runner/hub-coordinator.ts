@@ -357,6 +357,10 @@ export class HubCoordinator {
       const status = reported.get(row.session_id)
       reported.delete(row.session_id)
       if (status === undefined) {
+        // Sent and not acknowledged: the assignment may be on its way on this very connection (sent before this
+        // register reached the edge, which had not seen the old link die), not lost. Its acknowledgement, or
+        // its deadline (`alarm`: cancelled and dispatched again), settles it.
+        if (row.state === 'assigned') continue
         // The edge thinks this runner has it; the runner does not: lost.
         await this.#sessionLost(row, runnerId, 'runner no longer holds the session after reconnecting')
         continue

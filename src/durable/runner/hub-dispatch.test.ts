@@ -235,10 +235,11 @@ describe('hub: registration', () => {
   it('a reconnecting runner keeps what it reports, drops what the edge does not know, and loses what it no longer holds', async () => {
     const h = hub()
     await h.connect('R1')
-    for (const id of ['s-run', 's-assigned', 's-gone']) await h.coordinator.enqueue(ticket(id))
-    expect(h.of('assign', 'R1').map((m) => m.session.session_id)).toEqual(['s-run', 's-assigned', 's-gone'])
+    for (const id of ['s-run', 's-assigned', 's-gone', 's-flight']) await h.coordinator.enqueue(ticket(id))
+    expect(h.of('assign', 'R1').map((m) => m.session.session_id)).toEqual(['s-run', 's-assigned', 's-gone', 's-flight'])
     await h.message('R1', { type: 'ack', session_id: 's-run', accepted: true, reason: null })
     await h.message('R1', { type: 'session.status', session_id: 's-run', status: 'RUNNING' })
+    await h.message('R1', { type: 'ack', session_id: 's-gone', accepted: true, reason: null })
     h.sent.length = 0
     h.sockets.delete('R1')
     await h.coordinator.onDisconnect('R1', false, 'network')
@@ -250,6 +251,7 @@ describe('hub: registration', () => {
       ],
     })
     expect(h.of('registered')[0]).toMatchObject({ keep: ['s-run', 's-assigned'], drop: ['s-stranger'] })
+    // Acknowledged and not reported: lost at once.
     expect(h.called('runnerLost').map((call) => [call.session, call.args[1]])).toEqual([
       ['s-gone', 'runner no longer holds the session after reconnecting'],
     ])
@@ -261,6 +263,28 @@ describe('hub: registration', () => {
     expect(h.called('runnerReport', 's-assigned')).toEqual([])
     expect(h.state('s-assigned')!.state).toBe('acked')
     expect(h.state('s-run')!.state).toBe('RUNNING')
+    // Sent and not acknowledged, not reported: maybe still on its way; its acknowledgement settles it...
+    expect(h.state('s-flight')).toMatchObject({ state: 'assigned', runner_id: 'R1' })
+    await h.message('R1', { type: 'ack', session_id: 's-flight', accepted: true, reason: null })
+    expect(h.state('s-flight')!.state).toBe('acked')
+    expect(h.of('assign')).toEqual([])
+  })
+
+  it('an unacknowledged assignment a reconnected runner does not report is dispatched again once its deadline passes', async () => {
+    const h = hub()
+    await h.connect('R1')
+    await h.coordinator.enqueue(ticket('s-lost'))
+    h.sockets.delete('R1')
+    await h.coordinator.onDisconnect('R1', false, 'network')
+    const sentAt = h.clock.now
+    await h.connect('R1')
+    expect(h.called('runnerLost')).toEqual([])
+    // The alarm stays armed for its acknowledgement deadline.
+    expect(h.alarms.at(-1)).toBe(sentAt + ACK_TIMEOUT_MS)
+    h.clock.now += ACK_TIMEOUT_MS
+    await h.coordinator.alarm()
+    expect(h.called('runnerLost').map((call) => [call.session, call.args[1]])).toEqual([['s-lost', 'assignment not acknowledged in time']])
+    expect(h.of('cancel', 'R1').map((message) => message.session_id)).toEqual(['s-lost'])
   })
 })
 
@@ -346,7 +370,9 @@ describe('hub: a second register on a live connection', () => {
     // The update starts a dispatch (not awaited); everything here is in-memory: one macrotask turn later it is done.
     await new Promise((resolve) => setImmediate(resolve))
     expect(h.of('assign')[0]!.session.session_id).toBe('s-runner')
-    // Not registered on this connection (a reconnect): the full registration, which loses what is not listed.
+    // Not registered on this connection (a reconnect): the full registration, which loses what it does not list
+    // (acknowledged: an assignment not acknowledged yet may still be on its way, and waits for its deadline).
+    await h.message('R1', { type: 'ack', session_id: 's-runner', accepted: true, reason: null })
     h.sent.length = 0
     await h.connect('R1')
     expect(h.called('runnerLost').map((call) => call.session)).toEqual(['s-runner'])

@@ -1,0 +1,43 @@
+/**
+ * A runner whose link went half-open connects again; the edge had not noticed the old socket was dead, so it
+ * may send an assignment on the new connection before that connection's `register` reached it. The register
+ * was built before the assignment arrived and does not list it: the assignment is still on its way, not lost.
+ * It is settled by its acknowledgement (or its deadline), never dispatched a second time.
+ */
+import { SELF } from 'cloudflare:test'
+import { describe, expect, it } from 'vitest'
+import { RUNNER_PROTOCOL_VERSION } from '../../src/contract/runner-protocol.ts'
+import { ADMIN, cancelTask, EDGE, eventually, submit, TestRunner, taskBody } from './rollout-support.ts'
+
+describe('a reconnecting runner', () => {
+  it('an assignment sent on the new connection before its register is assigned once', async () => {
+    const first = await TestRunner.start('reconnect-assign')
+    // The runner connects again (its old link went half-open): the new connection replaces the old one.
+    const second = await TestRunner.connect('reconnect-assign')
+    await eventually(async () => expect(first.closed).toBe(true))
+    expect((await submit(taskBody('rc-assign'))).status).toBe(200)
+    // Sent on the new connection: the edge had not seen the old one die, nor this one register.
+    const { session } = await second.next('assign')
+    second.send({
+      type: 'register',
+      protocol_version: RUNNER_PROTOCOL_VERSION,
+      runner_id: second.runnerId,
+      capacity: { max_init_workers: 4, max_run_workers: 2, max_postrun_workers: 4 },
+      upstream: { model: 'Qwen/Qwen3-8B', kind: 'vllm' },
+      sessions: [],
+    })
+    expect(await second.next('registered')).toMatchObject({ keep: [], drop: [] })
+    second.send({ type: 'ack', session_id: session.session_id, accepted: true })
+    for (const status of ['INITIALIZING', 'READY', 'RUNNING'] as const) {
+      second.send({ type: 'session.status', session_id: session.session_id, status })
+    }
+    await eventually(async () => {
+      const res = await SELF.fetch(`${EDGE}/rollout/session/${session.session_id}`, { headers: ADMIN })
+      expect(await res.json()).toMatchObject({ status: 'RUNNING', runner_id: second.runnerId, dispatch_attempts: 1 })
+    })
+    expect(second.received.filter((message) => message.type === 'assign')).toHaveLength(1)
+    expect(second.received.filter((message) => message.type === 'cancel')).toEqual([])
+    await cancelTask('rc-assign')
+    second.close()
+  }, 20_000) // two connections, a task and a session walked to RUNNING: more than the 5 s default, not a race
+})
