@@ -3,6 +3,9 @@
  * may send an assignment on the new connection before that connection's `register` reached it. The register
  * was built before the assignment arrived and does not list it: the assignment is still on its way, not lost.
  * It is settled by its acknowledgement (or its deadline), never dispatched a second time.
+ * An assignment sent on the old connection that the runner never received (lost with the dead socket) is not
+ * on its way: the register on the new connection that does not list it has it dispatched again at once, not
+ * after its 15 s acknowledgement deadline.
  */
 import { SELF } from 'cloudflare:test'
 import { describe, expect, it } from 'vitest'
@@ -40,4 +43,35 @@ describe('a reconnecting runner', () => {
     await cancelTask('rc-assign')
     second.close()
   }, 20_000) // two connections, a task and a session walked to RUNNING: more than the 5 s default, not a race
+
+  it('an assignment sent on the old connection and not listed by the new one is dispatched again at once', async () => {
+    const first = await TestRunner.start('reconnect-lost')
+    expect((await submit(taskBody('rc-lost'))).status).toBe(200)
+    // Sent on the old connection; the runner never got it (the socket was already dead): no ack.
+    const { session: lost } = await first.next('assign')
+    const second = await TestRunner.connect('reconnect-lost')
+    await eventually(async () => expect(first.closed).toBe(true))
+    second.send({
+      type: 'register',
+      protocol_version: RUNNER_PROTOCOL_VERSION,
+      runner_id: second.runnerId,
+      capacity: { max_init_workers: 4, max_run_workers: 2, max_postrun_workers: 4 },
+      upstream: { model: 'Qwen/Qwen3-8B', kind: 'vllm' },
+      sessions: [],
+    })
+    expect(await second.next('registered')).toMatchObject({ keep: [], drop: [] })
+    // Dispatched again right after the register (well within the 5 s wait; its deadline is 15 s away).
+    const { session: again } = await second.next('assign')
+    expect(again.session_id).toBe(lost.session_id)
+    // Never delivered on the new connection before it registered.
+    expect(second.received.map((message) => message.type)).toEqual(['registered', 'assign'])
+    second.send({ type: 'ack', session_id: again.session_id, accepted: true })
+    second.send({ type: 'session.status', session_id: again.session_id, status: 'INITIALIZING' })
+    await eventually(async () => {
+      const res = await SELF.fetch(`${EDGE}/rollout/session/${again.session_id}`, { headers: ADMIN })
+      expect(await res.json()).toMatchObject({ status: 'INITIALIZING', runner_id: second.runnerId, dispatch_attempts: 2 })
+    })
+    await cancelTask('rc-lost')
+    second.close()
+  }, 20_000) // two connections and a session dispatched twice: more than the 5 s default, not a race
 })

@@ -56,7 +56,8 @@ export interface HubDeps {
   credentials: RunnerCredentials
   bus: EventBus
   session(sessionId: string): SessionHubPort
-  send(runnerId: string, message: EdgeMessage): boolean
+  /** `connection`: deliver only on that connection of the runner (an assignment), never on a later one. */
+  send(runnerId: string, message: EdgeMessage, connection?: string | null): boolean
   close(runnerId: string, code: number, reason: string): void
   /** Whether a socket for this runner is open right now. */
   connected(runnerId: string): boolean
@@ -116,14 +117,35 @@ export class HubCoordinator {
     }
   }
 
-  /** Admin drain (Polar `DELETE /nodes/{id}`). */
+  /**
+   * Admin drain (Polar `DELETE /nodes/{id}`), a cordon: no new session for this runner id, across its
+   * reconnects and a restart of its process, until `resume`. What it holds runs to its end.
+   */
   async drain(runnerId: string): Promise<boolean> {
     const runner = this.#deps.registry.runner(runnerId)
     if (!runner) return false
-    this.#deps.registry.setDraining(runnerId)
+    this.#deps.registry.cordon(runnerId, this.#deps.now())
     this.#event({ type: 'runner.draining', runner_id: runnerId, at: this.#iso() })
     this.#maybeDrained(runnerId)
     return true
+  }
+
+  /**
+   * Undo an admin drain. A runner that drains itself (SIGTERM) stays draining. `null`: the id is neither
+   * registered nor drained by an admin; else whether the runner still drains (its own drain).
+   */
+  async resume(runnerId: string): Promise<{ draining: boolean } | null> {
+    const { registry } = this.#deps
+    const had = registry.uncordon(runnerId)
+    const runner = registry.runner(runnerId)
+    if (!runner) return had ? { draining: false } : null
+    if (had) await this.pump()
+    return { draining: runner.draining }
+  }
+
+  /** A runner's link accepted a new socket (`connection`: the link's id for it), before that socket's register. */
+  linkOpened(runnerId: string, connection: string): void {
+    this.#deps.registry.setConnection(runnerId, connection)
   }
 
   // --- from runners ---
@@ -132,9 +154,15 @@ export class HubCoordinator {
    * One control message of a runner's connection. `enrolling`: the connection was accepted without a
    * per-runner secret because the id had none; its successful registration mints one.
    */
-  async onMessage(runnerId: string, message: RunnerMessage, registered: boolean, enrolling = false): Promise<{ registered: boolean }> {
+  async onMessage(
+    runnerId: string,
+    message: RunnerMessage,
+    registered: boolean,
+    enrolling = false,
+    connection: string | null = null,
+  ): Promise<{ registered: boolean }> {
     const { registry } = this.#deps
-    if (message.type === 'register') return { registered: await this.#register(runnerId, message, registered, enrolling) }
+    if (message.type === 'register') return { registered: await this.#register(runnerId, message, registered, enrolling, connection) }
     if (!registered) {
       this.#deps.send(runnerId, { type: 'error', message: 'send register first' })
       this.#deps.close(runnerId, RUNNER_CLOSE.protocol, 'not registered')
@@ -159,7 +187,10 @@ export class HubCoordinator {
         await this.#finished(runnerId, message)
         break
       case 'drain':
-        await this.drain(runnerId)
+        // The runner's own drain (SIGTERM): its alone, said again on each connection.
+        registry.setDraining(runnerId)
+        this.#event({ type: 'runner.draining', runner_id: runnerId, at: this.#iso() })
+        this.#maybeDrained(runnerId)
         break
       default:
         break
@@ -294,13 +325,15 @@ export class HubCoordinator {
     // Moved meanwhile (e.g. the acknowledgement deadline passed during the awaits and it was re-queued): send nothing.
     const sending = registry.session(row.session_id)
     if (sending?.runner_id !== runner.runner_id || sending.state !== 'assigned') return false
-    if (!this.#deps.send(runner.runner_id, { type: 'assign', session: assignment })) {
+    // Sent on the runner's current connection only: a register on a later one then knows it never went there.
+    const connection = registry.runner(runner.runner_id)?.connection ?? null
+    if (!this.#deps.send(runner.runner_id, { type: 'assign', session: assignment }, connection)) {
       await this.#sessionLost(sending, runner.runner_id, 'runner socket closed during assignment')
       return false
     }
     // The runner's acknowledgement deadline runs from now, not from the reservation: the awaits above (the
     // session's answer on a loaded edge) are the edge's time, not the runner's.
-    registry.sentAt(row.session_id, this.#deps.now())
+    registry.sentAt(row.session_id, this.#deps.now(), connection)
     return true
   }
 
@@ -331,6 +364,7 @@ export class HubCoordinator {
     message: Extract<RunnerMessage, { type: 'register' }>,
     registered: boolean,
     enrolling: boolean,
+    connection: string | null,
   ): Promise<boolean> {
     const { registry } = this.#deps
     if (message.protocol_version !== RUNNER_PROTOCOL_VERSION) {
@@ -349,7 +383,15 @@ export class HubCoordinator {
     if (registered && registry.runner(runnerId)) return this.#reregister(runnerId, message)
     // Enrolment: mint the runner's secret now that the registration is valid (sent once, below).
     const runnerSecret = enrolling ? await this.#deps.credentials.mint(runnerId, this.#deps.now()) : undefined
-    registry.upsertRunner(runnerId, message.capacity, message.upstream, message.labels, this.#deps.now(), message.evaluators ?? null)
+    registry.upsertRunner(
+      runnerId,
+      message.capacity,
+      message.upstream,
+      message.labels,
+      this.#deps.now(),
+      message.evaluators ?? null,
+      connection,
+    )
     const reported = new Map(message.sessions.map((entry) => [entry.session_id, entry.status]))
     const keep: string[] = []
     const drop: string[] = []
@@ -357,10 +399,12 @@ export class HubCoordinator {
       const status = reported.get(row.session_id)
       reported.delete(row.session_id)
       if (status === undefined) {
-        // Sent and not acknowledged: the assignment may be on its way on this very connection (sent before this
-        // register reached the edge, which had not seen the old link die), not lost. Its acknowledgement, or
-        // its deadline (`alarm`: cancelled and dispatched again), settles it.
-        if (row.state === 'assigned') continue
+        // Sent on this very connection and not acknowledged: on its way (sent after the link accepted this socket,
+        // before its register reached the edge, which had not seen the old link die), not lost. Its
+        // acknowledgement, or its deadline (`alarm`: cancelled and dispatched again), settles it. Sent on an
+        // earlier connection: the link delivers an assignment only on the connection it was sent for, so it
+        // never reached this one: lost (below). Not known (not sent yet, or an older link): waits.
+        if (row.state === 'assigned' && (row.connection === null || connection === null || row.connection === connection)) continue
         // The edge thinks this runner has it; the runner does not: lost.
         await this.#sessionLost(row, runnerId, 'runner no longer holds the session after reconnecting')
         continue
@@ -381,6 +425,8 @@ export class HubCoordinator {
       ...(runnerSecret === undefined ? {} : { runner_secret: runnerSecret }),
     })
     this.#event({ type: 'runner.registered', runner_id: runnerId, at: this.#iso() })
+    // An admin drain holds across connections: the runner hears again that it gets nothing new.
+    this.#maybeDrained(runnerId)
     await this.pump()
     return true
   }
@@ -465,7 +511,8 @@ export class HubCoordinator {
 
   #maybeDrained(runnerId: string): void {
     const runner = this.#deps.registry.runner(runnerId)
-    if (runner?.draining && this.#deps.registry.occupying(runnerId) === 0) this.#deps.send(runnerId, { type: 'drained' })
+    if ((runner?.draining || runner?.cordoned) && this.#deps.registry.occupying(runnerId) === 0)
+      this.#deps.send(runnerId, { type: 'drained' })
   }
 
   #healthy(runner: RunnerRow): boolean {

@@ -93,9 +93,10 @@ function hub() {
   /** Connect and register `runner` (upstream: it serves a model, for `route: runner` tickets). */
   const connect = async (
     runner: string,
-    options: { upstream?: boolean; sessions?: { session_id: string; status: string }[]; enrolling?: boolean } = {},
+    options: { upstream?: boolean; sessions?: { session_id: string; status: string }[]; enrolling?: boolean; connection?: string } = {},
   ) => {
     sockets.add(runner)
+    if (options.connection) coordinator.linkOpened(runner, options.connection)
     return coordinator.onMessage(
       runner,
       {
@@ -109,6 +110,7 @@ function hub() {
       } as never,
       false,
       options.enrolling ?? false,
+      options.connection ?? null,
     )
   }
   const message = (runner: string, body: Record<string, unknown>) => coordinator.onMessage(runner, body as never, true)
@@ -270,6 +272,31 @@ describe('hub: registration', () => {
     expect(h.of('assign')).toEqual([])
   })
 
+  it('an unacknowledged assignment sent on an earlier connection and not reported is lost at once; one sent on this connection waits', async () => {
+    const h = hub()
+    await h.connect('R1', { connection: 'c1' })
+    await h.coordinator.enqueue(ticket('s-old'))
+    expect(h.sent.at(-1)).toMatchObject({ runner: 'R1', message: { type: 'assign' } })
+    expect(h.state('s-old')).toMatchObject({ state: 'assigned', connection: 'c1' })
+    // The runner's link accepts a new socket (the edge has not seen the old one die): what is sent now goes there.
+    h.coordinator.linkOpened('R1', 'c2')
+    await h.coordinator.enqueue(ticket('s-new'))
+    expect(h.state('s-new')).toMatchObject({ state: 'assigned', connection: 'c2' })
+    h.sent.length = 0
+    h.when('s-old', 'runnerLost', { ...OK, requeued: true } as Outcome)
+    await h.connect('R1', { connection: 'c2' })
+    // Sent on c1, not listed by c2's register: lost now, and dispatched again at once (on c2).
+    expect(h.called('runnerLost').map((call) => [call.session, call.args[1]])).toEqual([
+      ['s-old', 'runner no longer holds the session after reconnecting'],
+    ])
+    expect(h.of('assign', 'R1').map((m) => m.session.session_id)).toEqual(['s-old'])
+    expect(h.state('s-old')).toMatchObject({ state: 'assigned', connection: 'c2' })
+    // Sent on c2 before its register: on its way; its acknowledgement settles it.
+    expect(h.state('s-new')).toMatchObject({ state: 'assigned', connection: 'c2' })
+    await h.message('R1', { type: 'ack', session_id: 's-new', accepted: true, reason: null })
+    expect(h.state('s-new')!.state).toBe('acked')
+  })
+
   it('an unacknowledged assignment a reconnected runner does not report is dispatched again once its deadline passes', async () => {
     const h = hub()
     await h.connect('R1')
@@ -339,7 +366,7 @@ describe('hub: a second register on a live connection', () => {
       upstream: { model: 'Qwen/Qwen3-8B', kind: 'vllm', max_model_len: 4096 },
       labels: { zone: 'b' },
       evaluators: ['test_on_output'],
-      draining: true,
+      cordoned: true,
       last_seen: 1_001_000,
     })
     // Draining: the runner-route session that its engine now allows is not sent to it; nothing is sent again.

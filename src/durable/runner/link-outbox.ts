@@ -9,7 +9,8 @@
 import { logError } from '../../contract/log.ts'
 import type { EdgeMessage } from '../../contract/runner-protocol.ts'
 
-export type LinkDelivery = { message: EdgeMessage } | { close: { code: number; reason: string } }
+/** `connection`: deliver the message only on that connection (the link's id for a socket), else not at all. */
+export type LinkDelivery = { message: EdgeMessage; connection?: string } | { close: { code: number; reason: string } }
 
 /** The part of a `RunnerLink` the hub calls. */
 export interface LinkPort {

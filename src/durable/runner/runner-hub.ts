@@ -36,6 +36,7 @@ export interface RunnerHubRpc {
   taskState(taskId: string, status: TaskStatusValue): Promise<void>
   status(): Promise<RolloutStatus>
   drain(runnerId: string): Promise<boolean>
+  resume(runnerId: string): Promise<{ draining: boolean } | null>
   forgetCredential(runnerId: string): Promise<boolean>
   fetch(request: Request): Promise<Response>
 }
@@ -43,7 +44,14 @@ export interface RunnerHubRpc {
 /** What a runner's `RunnerLink` calls. */
 export interface RunnerHubLinkRpc {
   checkCredential(runnerId: string, secret: string | null): Promise<CredentialCheck>
-  linkMessage(runnerId: string, message: RunnerMessage, registered: boolean, enrolling: boolean): Promise<{ registered: boolean }>
+  linkOpened(runnerId: string, connection: string): Promise<void>
+  linkMessage(
+    runnerId: string,
+    message: RunnerMessage,
+    registered: boolean,
+    enrolling: boolean,
+    connection?: string | null,
+  ): Promise<{ registered: boolean }>
   linkClosed(runnerId: string, registered: boolean, final: boolean, reason: string): Promise<void>
   linkDown(runnerId: string): Promise<void>
 }
@@ -84,7 +92,7 @@ export class RunnerHub extends DurableObject<Env> {
       credentials: this.#credentials,
       bus: this.#bus,
       session: (sessionId) => env.SESSIONS.get(env.SESSIONS.idFromName(sessionId)) as unknown as SessionHubPort,
-      send: (runnerId, message) => this.#send(runnerId, message),
+      send: (runnerId, message, connection) => this.#send(runnerId, message, connection),
       close: (runnerId, code, reason) => this.#outbox.post(runnerId, { close: { code, reason } }),
       // The sockets live in the runners' links and survive this object's restarts (hibernation): the
       // registry's row (set by a registration, cleared by the link's close) is the truth.
@@ -129,6 +137,11 @@ export class RunnerHub extends DurableObject<Env> {
     return this.#coordinator.drain(runnerId)
   }
 
+  /** Admin: undo a drain (null: the id is neither registered nor drained). */
+  resume(runnerId: string): Promise<{ draining: boolean } | null> {
+    return this.#coordinator.resume(runnerId)
+  }
+
   /** Admin: forget a runner's credential so the id can enrol again (false: it had none). */
   forgetCredential(runnerId: string): boolean {
     return this.#credentials.forget(runnerId)
@@ -141,10 +154,21 @@ export class RunnerHub extends DurableObject<Env> {
     return this.#credentials.check(runnerId, secret)
   }
 
-  /** One control message of a runner's connection, in the order its link received them. */
-  linkMessage(runnerId: string, message: RunnerMessage, registered: boolean, enrolling: boolean): Promise<{ registered: boolean }> {
+  /** A runner's link accepted a new socket (`connection`: its id for it); assignments from now on go there. */
+  linkOpened(runnerId: string, connection: string): void {
+    this.#coordinator.linkOpened(runnerId, connection)
+  }
+
+  /** One control message of a runner's connection (`connection`: the link's id for it), in the order its link received them. */
+  linkMessage(
+    runnerId: string,
+    message: RunnerMessage,
+    registered: boolean,
+    enrolling: boolean,
+    connection: string | null = null,
+  ): Promise<{ registered: boolean }> {
     if (message.type === 'register') this.#down.delete(runnerId)
-    return this.#coordinator.onMessage(runnerId, message, registered, enrolling)
+    return this.#coordinator.onMessage(runnerId, message, registered, enrolling, connection)
   }
 
   /** Sent by a link the moment its socket ends, ahead of its queued messages: stop dispatching there. */
@@ -185,8 +209,8 @@ export class RunnerHub extends DurableObject<Env> {
   }
 
   /** Queue a message for a runner's link; true when the runner is connected (as far as the registry knows). */
-  #send(runnerId: string, message: EdgeMessage): boolean {
-    this.#outbox.post(runnerId, { message })
+  #send(runnerId: string, message: EdgeMessage, connection?: string | null): boolean {
+    this.#outbox.post(runnerId, connection ? { message, connection } : { message })
     return this.#connected(runnerId)
   }
 

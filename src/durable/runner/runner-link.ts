@@ -45,6 +45,8 @@ interface Attachment {
   registered: boolean
   /** Accepted without a secret (the id had none): the registration mints one. */
   enrolling?: boolean
+  /** This link's id for the socket (a new one per accepted connection); the hub addresses assignments with it. */
+  connection?: string
   /** Optional tunnel features accepted from the runner's last `register` (absent: plain v1). */
   capabilities?: string[]
 }
@@ -121,7 +123,12 @@ export class RunnerLink extends DurableObject<Env> {
     let delivered = true
     for (const item of items) {
       if ('message' in item) {
-        const ws = this.#sockets()[0]
+        // Addressed to one connection (an assignment): never delivered on another, so a register on a later
+        // connection that does not list it knows it was lost (`HubCoordinator#register`).
+        const ws =
+          item.connection === undefined
+            ? this.#sockets()[0]
+            : this.#sockets().find((socket) => this.#attachment(socket)?.connection === item.connection)
         delivered = ws ? this.#sendTo(ws, this.#negotiated(ws, item.message)) && delivered : false
       } else {
         for (const ws of this.#sockets()) {
@@ -174,7 +181,10 @@ export class RunnerLink extends DurableObject<Env> {
     const [client, server] = [pair[0], pair[1]]
     this.ctx.acceptWebSocket(server, [runnerId])
     this.#socket = server
-    this.#setAttachment(server, { runner_id: runnerId, registered: false, enrolling: verdict === 'none' })
+    const connection = crypto.randomUUID()
+    this.#setAttachment(server, { runner_id: runnerId, registered: false, enrolling: verdict === 'none', connection })
+    // Before the runner can send anything on it: the hub sends assignments to this connection from now on.
+    await this.#inOrder(runnerId, 'open', () => this.#hub().linkOpened(runnerId, connection))
     return new Response(null, { status: 101, webSocket: client })
   }
 
@@ -250,7 +260,7 @@ export class RunnerLink extends DurableObject<Env> {
     await this.#inOrder(runnerId, `message ${message.type}`, async () => {
       const current = this.#attachment(ws) ?? attachment
       const enrolling = current.enrolling === true
-      const { registered } = await this.#hub().linkMessage(runnerId, message, current.registered, enrolling)
+      const { registered } = await this.#hub().linkMessage(runnerId, message, current.registered, enrolling, current.connection ?? null)
       // A registration that enrolled the id consumed the enrolment (the secret was minted and sent once).
       const stillEnrolling = enrolling && !(message.type === 'register' && registered)
       if (registered !== current.registered || stillEnrolling !== enrolling) {

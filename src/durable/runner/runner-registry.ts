@@ -48,6 +48,13 @@ const MIGRATIONS: readonly string[] = [
   'ALTER TABLE hub_runners ADD COLUMN evaluators TEXT',
   // The event stream's replay window (`event-log.ts`): `Last-Event-ID` works across a restart.
   'CREATE TABLE IF NOT EXISTS hub_events (id INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL)',
+  // The connection (its link's id for the socket) a runner is on, and the one each assignment was sent on: a
+  // register on a newer connection that does not list an assignment sent on an older one takes it for lost.
+  `ALTER TABLE hub_runners ADD COLUMN connection TEXT;
+   ALTER TABLE hub_sessions ADD COLUMN connection TEXT`,
+  // Admin drains (`DELETE /rollout/runners/:id`): apart from hub_runners, so they hold across reconnects, a
+  // restarted runner process and a runner declared lost, until `POST /rollout/runners/:id/resume`.
+  'CREATE TABLE IF NOT EXISTS hub_cordons (runner_id TEXT PRIMARY KEY, cordoned_at INTEGER NOT NULL)',
 ]
 
 /** Task states kept for the overview (oldest dropped beyond this). */
@@ -80,8 +87,13 @@ export interface RunnerRow {
   labels: Record<string, string>
   /** Runner-side evaluator strategies it reported at register; null when it did not say. */
   evaluators: string[] | null
+  /** The runner's own drain (its `drain` message; a full register of a new connection clears it). */
   draining: boolean
+  /** An admin drain: holds across reconnects until undone (`hub_cordons`). */
+  cordoned: boolean
   connected: boolean
+  /** The link's id of the socket the runner is on (null: not told, older link). */
+  connection: string | null
   registered_at: number
   last_seen: number
   disconnected_at: number | null
@@ -98,9 +110,14 @@ export interface HubSession {
   state: HubSessionState
   runner_id: string | null
   assigned_at: number | null
+  /** The connection its assignment was sent on (null: not sent yet, or not known). */
+  connection: string | null
 }
 
 type Row = Record<string, string | number | null>
+
+const RUNNER_SELECT =
+  'SELECT hub_runners.*, EXISTS (SELECT 1 FROM hub_cordons WHERE hub_cordons.runner_id = hub_runners.runner_id) AS cordoned FROM hub_runners'
 
 const EMPTY_METRICS: StageMetrics = {
   init_queue_depth: 0,
@@ -120,7 +137,9 @@ function runnerFromRow(row: Row): RunnerRow {
     labels: JSON.parse(row.labels as string),
     evaluators: typeof row.evaluators === 'string' ? JSON.parse(row.evaluators) : null,
     draining: row.draining === 1,
+    cordoned: row.cordoned === 1,
     connected: row.connected === 1,
+    connection: (row.connection as string | null) ?? null,
     registered_at: row.registered_at as number,
     last_seen: row.last_seen as number,
     disconnected_at: (row.disconnected_at as number | null) ?? null,
@@ -139,6 +158,7 @@ function sessionFromRow(row: Row): HubSession {
     state: row.state as HubSessionState,
     runner_id: (row.runner_id as string | null) ?? null,
     assigned_at: (row.assigned_at as number | null) ?? null,
+    connection: (row.connection as string | null) ?? null,
   }
 }
 
@@ -171,13 +191,16 @@ export class RunnerRegistry {
     labels: Record<string, string>,
     now: number,
     evaluators: readonly string[] | null = null,
+    connection: string | null = null,
   ): RunnerRow {
     const full: Required<RunnerCapacity> = { ...capacity, ready_buffer: capacity.ready_buffer ?? capacity.max_run_workers }
+    // `draining` is the runner's own (it says `drain` again on each connection); an admin drain is in hub_cordons.
     this.#sql.run(
-      `INSERT INTO hub_runners (runner_id, capacity, upstream, metrics, labels, evaluators, draining, connected, registered_at, last_seen, disconnected_at, reservations)
-       VALUES (?, ?, ?, ?, ?, ?, 0, 1, ?, ?, NULL, 0)
+      `INSERT INTO hub_runners (runner_id, capacity, upstream, metrics, labels, evaluators, draining, connected, registered_at, last_seen, disconnected_at, reservations, connection)
+       VALUES (?, ?, ?, ?, ?, ?, 0, 1, ?, ?, NULL, 0, ?)
        ON CONFLICT (runner_id) DO UPDATE SET capacity = excluded.capacity, upstream = excluded.upstream, labels = excluded.labels,
-         evaluators = excluded.evaluators, draining = 0, connected = 1, last_seen = excluded.last_seen, disconnected_at = NULL, reservations = 0`,
+         evaluators = excluded.evaluators, draining = 0, connected = 1, last_seen = excluded.last_seen, disconnected_at = NULL, reservations = 0,
+         connection = excluded.connection`,
       runnerId,
       JSON.stringify(full),
       upstream ? JSON.stringify(upstream) : null,
@@ -186,6 +209,7 @@ export class RunnerRegistry {
       evaluators ? JSON.stringify(evaluators) : null,
       now,
       now,
+      connection,
     )
     return this.runner(runnerId) as RunnerRow
   }
@@ -215,12 +239,12 @@ export class RunnerRegistry {
   }
 
   runner(runnerId: string): RunnerRow | null {
-    const row = this.#sql.first<Row>('SELECT * FROM hub_runners WHERE runner_id = ?', runnerId)
+    const row = this.#sql.first<Row>(`${RUNNER_SELECT} WHERE hub_runners.runner_id = ?`, runnerId)
     return row ? runnerFromRow(row) : null
   }
 
   runners(): RunnerRow[] {
-    return this.#sql.all<Row>('SELECT * FROM hub_runners ORDER BY runner_id').map(runnerFromRow)
+    return this.#sql.all<Row>(`${RUNNER_SELECT} ORDER BY hub_runners.runner_id`).map(runnerFromRow)
   }
 
   heartbeat(runnerId: string, metrics: StageMetrics, now: number): void {
@@ -245,8 +269,26 @@ export class RunnerRegistry {
     this.#sql.run('UPDATE hub_runners SET reservations = reservations + 1 WHERE runner_id = ?', runnerId)
   }
 
+  /** The runner drains itself (its `drain` message). */
   setDraining(runnerId: string): void {
     this.#sql.run('UPDATE hub_runners SET draining = 1 WHERE runner_id = ?', runnerId)
+  }
+
+  /** An admin drain of this runner id, until `uncordon`. */
+  cordon(runnerId: string, now: number): void {
+    this.#sql.run('INSERT INTO hub_cordons (runner_id, cordoned_at) VALUES (?, ?) ON CONFLICT (runner_id) DO NOTHING', runnerId, now)
+  }
+
+  /** Undo an admin drain; false when there was none. */
+  uncordon(runnerId: string): boolean {
+    const had = this.#sql.first<{ n: number }>('SELECT COUNT(*) AS n FROM hub_cordons WHERE runner_id = ?', runnerId)?.n ?? 0
+    this.#sql.run('DELETE FROM hub_cordons WHERE runner_id = ?', runnerId)
+    return had > 0
+  }
+
+  /** The link's id of the socket the runner is on now (a new connection, before its register). */
+  setConnection(runnerId: string, connection: string): void {
+    this.#sql.run('UPDATE hub_runners SET connection = ? WHERE runner_id = ?', connection, runnerId)
   }
 
   /** The socket went away; the runner has a grace period to come back. */
@@ -274,7 +316,7 @@ export class RunnerRegistry {
       reservations: runner.reservations,
       total: this.occupying(runner.runner_id),
       healthy,
-      draining: runner.draining,
+      draining: runner.draining || runner.cordoned,
     }
   }
 
@@ -288,7 +330,7 @@ export class RunnerRegistry {
       metrics: runner.metrics,
       dispatch_reservations: runner.reservations,
       healthy,
-      draining: runner.draining,
+      draining: runner.draining || runner.cordoned,
       connected: runner.connected,
       heartbeat_interval_seconds: heartbeatIntervalMs / 1000,
       last_heartbeat: new Date(runner.last_seen).toISOString(),
@@ -351,16 +393,21 @@ export class RunnerRegistry {
 
   assign(sessionId: string, runnerId: string, now: number): void {
     this.#sql.run(
-      "UPDATE hub_sessions SET state = 'assigned', runner_id = ?, assigned_at = ? WHERE session_id = ?",
+      "UPDATE hub_sessions SET state = 'assigned', runner_id = ?, assigned_at = ?, connection = NULL WHERE session_id = ?",
       runnerId,
       now,
       sessionId,
     )
   }
 
-  /** The assignment went out now: its acknowledgement deadline counts from here. */
-  sentAt(sessionId: string, now: number): void {
-    this.#sql.run("UPDATE hub_sessions SET assigned_at = ? WHERE session_id = ? AND state = 'assigned'", now, sessionId)
+  /** The assignment went out now, on `connection`: its acknowledgement deadline counts from here. */
+  sentAt(sessionId: string, now: number, connection: string | null = null): void {
+    this.#sql.run(
+      "UPDATE hub_sessions SET assigned_at = ?, connection = ? WHERE session_id = ? AND state = 'assigned'",
+      now,
+      connection,
+      sessionId,
+    )
   }
 
   setState(sessionId: string, state: HubSessionState): void {
@@ -368,7 +415,10 @@ export class RunnerRegistry {
   }
 
   requeue(sessionId: string): void {
-    this.#sql.run("UPDATE hub_sessions SET state = 'queued', runner_id = NULL, assigned_at = NULL WHERE session_id = ?", sessionId)
+    this.#sql.run(
+      "UPDATE hub_sessions SET state = 'queued', runner_id = NULL, assigned_at = NULL, connection = NULL WHERE session_id = ?",
+      sessionId,
+    )
   }
 
   /** The runner is done with the session (the edge concludes it): frees the slot. */

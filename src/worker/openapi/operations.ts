@@ -204,7 +204,20 @@ export const OPERATIONS: readonly Operation[] = [
     summary: 'tasks, pipeline, runners',
     response: rolloutStatusSchema,
   },
-  { method: 'delete', path: '/rollout/runners/:id', auth: 'admin', tag: 'runners', summary: 'drain a runner' },
+  {
+    method: 'delete',
+    path: '/rollout/runners/:id',
+    auth: 'admin',
+    tag: 'runners',
+    summary: 'drain a runner (no new sessions; holds across its reconnects and restarts until resumed)',
+  },
+  {
+    method: 'post',
+    path: '/rollout/runners/:id/resume',
+    auth: 'admin',
+    tag: 'runners',
+    summary: 'undo an admin drain (a runner draining itself stays draining)',
+  },
   {
     method: 'get',
     path: '/v1/events',

@@ -10,7 +10,8 @@
  * | `GET /rollout/session/:id` | a rollout session's lifecycle |
  * | `DELETE /rollout/session/:id` | cancel one session |
  * | `GET /rollout/status` | `{tasks, pipeline, nodes: {nodes}}` |
- * | `DELETE /rollout/runners/:id` | drain a runner |
+ * | `DELETE /rollout/runners/:id` | drain a runner (holds across its reconnects and restarts until resumed) |
+ * | `POST /rollout/runners/:id/resume` | undo an admin drain |
  * | `DELETE /rollout/runners/:id/credential` | forget a runner's per-runner secret (its host may enrol again) |
  * | `GET /v1/events` | SSE of task / session / runner / inference state changes |
  *
@@ -131,6 +132,13 @@ rollout.delete('/rollout/runners/:id', requireAdmin, async (c) => {
   const found = await hubStub(c.env).drain(c.req.param('id'))
   if (!found) throw new GatewayError(404, 'not_found', `runner ${c.req.param('id')} not found`)
   return c.json({ runner_id: c.req.param('id'), draining: true })
+})
+
+/** Undo an admin drain; `draining` stays true while the runner drains itself (SIGTERM). */
+rollout.post('/rollout/runners/:id/resume', requireAdmin, async (c) => {
+  const outcome = await hubStub(c.env).resume(c.req.param('id'))
+  if (!outcome) throw new GatewayError(404, 'not_found', `runner ${c.req.param('id')} not found`)
+  return c.json({ runner_id: c.req.param('id'), draining: outcome.draining })
 })
 
 rollout.delete('/rollout/runners/:id/credential', requireAdmin, async (c) => {
