@@ -7,9 +7,11 @@
  * on its way: the register on the new connection that does not list it has it dispatched again at once, not
  * after its 15 s acknowledgement deadline.
  */
-import { SELF } from 'cloudflare:test'
+import { env, runInDurableObject, SELF } from 'cloudflare:test'
 import { describe, expect, it } from 'vitest'
 import { RUNNER_PROTOCOL_VERSION } from '../../src/contract/runner-protocol.ts'
+import { RUNNER_HUB_NAME } from '../../src/durable/runner/names.ts'
+import { linkStub } from '../../src/worker/pipeline/rollout-stubs.ts'
 import { ADMIN, cancelTask, EDGE, eventually, submit, TestRunner, taskBody } from './rollout-support.ts'
 
 describe('a reconnecting runner', () => {
@@ -74,4 +76,28 @@ describe('a reconnecting runner', () => {
     await cancelTask('rc-lost')
     second.close()
   }, 20_000) // two connections and a session dispatched twice: more than the 5 s default, not a race
+
+  it("the runner's link delivers a message sent for one connection only on that connection", async () => {
+    const first = await TestRunner.start('link-addressed')
+    const second = await TestRunner.start('link-addressed')
+    await eventually(async () => expect(first.closed).toBe(true))
+    // The connection the hub sends this runner's assignments to: the link's id of the second socket.
+    const hub = env.RUNNERS.get(env.RUNNERS.idFromName(RUNNER_HUB_NAME))
+    const connection = await runInDurableObject(hub, async (_instance, state) => {
+      const row = state.storage.sql
+        .exec<{ connection: string | null }>('SELECT connection FROM hub_runners WHERE runner_id = ?', 'link-addressed')
+        .one()
+      return row.connection
+    })
+    expect(connection).toEqual(expect.any(String))
+    const link = linkStub(env, 'link-addressed')
+    // Sent for an older (or any other) connection: not delivered on this one.
+    expect(await link.deliver([{ message: { type: 'error', message: 'for another connection' }, connection: 'an-older-one' }])).toBe(false)
+    expect(await link.deliver([{ message: { type: 'error', message: 'for this connection' }, connection: connection as string }])).toBe(
+      true,
+    )
+    expect(await second.next('error')).toEqual({ type: 'error', message: 'for this connection' })
+    expect(second.received.filter((message) => message.type === 'error')).toHaveLength(1)
+    second.close()
+  })
 })
