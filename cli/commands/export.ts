@@ -64,7 +64,8 @@ async function rolloutTaskOf(client: EdgeClient, sessionId: string): Promise<str
     const lifecycle = await client.json<{ task_id?: string }>('GET', `/rollout/session/${encodeURIComponent(sessionId)}`)
     return typeof lifecycle.task_id === 'string' ? lifecycle.task_id : null
   } catch (error) {
-    if (error instanceof EdgeError && error.status === 404) return null
+    // 404: a bare session. An answer that is not the lifecycle's JSON says nothing either way: no note.
+    if ((error instanceof EdgeError && error.status === 404) || error instanceof SyntaxError) return null
     throw error
   }
 }

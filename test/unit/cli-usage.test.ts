@@ -133,8 +133,16 @@ it('dev:stack names the policies when --policy is not one', () => {
 }, 60_000)
 
 it('rollgate export into a reader that stops early (`| head`) ends quietly, exit 0, no EPIPE stack trace', async () => {
-  // A stand-in edge that streams a large export; the reader takes its first chunk and closes the pipe.
-  const edge = createServer((_request, response) => {
+  // A stand-in edge that streams a large export; the reader takes its first chunk and closes the pipe. `s1` is no
+  // rollout session (export asks, to say where a rollout session's rewards are): 404 as the edge answers.
+  const edge = createServer((request, response) => {
+    if (request.url?.startsWith('/rollout/session/')) {
+      response.writeHead(404, { 'content-type': 'application/json' })
+      response.end(
+        JSON.stringify({ error: { message: 'session s1 not found', type: 'invalid_request_error', param: null, code: 'not_found' } }),
+      )
+      return
+    }
     response.writeHead(200, { 'content-type': 'application/json' })
     const chunk = `${'x'.repeat(64 * 1024)}`
     let sent = 0
