@@ -412,6 +412,8 @@ export const rolloutEventSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('runner.registered'), runner_id: z.string(), at: z.string() }),
   z.object({ type: z.literal('runner.lost'), runner_id: z.string(), reason: z.string(), at: z.string() }),
   z.object({ type: z.literal('runner.draining'), runner_id: z.string(), at: z.string() }),
+  /** An admin drain was undone (`POST /rollout/runners/:id/resume`). */
+  z.object({ type: z.literal('runner.resumed'), runner_id: z.string(), at: z.string() }),
   z.object({ type: z.literal('inference.paused'), policy_version: z.union([z.string(), z.number()]).nullable(), at: z.string() }),
   z.object({ type: z.literal('inference.resumed'), policy_version: z.union([z.string(), z.number()]).nullable(), at: z.string() }),
 ])

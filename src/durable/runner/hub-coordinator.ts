@@ -137,6 +137,7 @@ export class HubCoordinator {
   async resume(runnerId: string): Promise<{ draining: boolean } | null> {
     const { registry } = this.#deps
     const had = registry.uncordon(runnerId)
+    if (had) this.#event({ type: 'runner.resumed', runner_id: runnerId, at: this.#iso() })
     const runner = registry.runner(runnerId)
     if (!runner) return had ? { draining: false } : null
     if (had) await this.pump()

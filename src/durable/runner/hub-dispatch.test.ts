@@ -667,6 +667,29 @@ describe('hub: draining', () => {
     expect(h.of('drained', 'busy')).toHaveLength(1)
   })
 
+  it("an admin drain holds across a full register until resumed; a resume leaves the runner's own drain", async () => {
+    const h = hub()
+    await h.connect('R1')
+    await h.coordinator.drain('R1')
+    h.sockets.delete('R1')
+    await h.coordinator.onDisconnect('R1', false, 'network')
+    h.sent.length = 0
+    await h.connect('R1')
+    expect(h.registry.runner('R1')).toMatchObject({ cordoned: true, draining: false })
+    expect(h.of('drained', 'R1')).toHaveLength(1)
+    await h.coordinator.enqueue(ticket('q'))
+    expect(h.of('assign')).toEqual([])
+    expect(await h.coordinator.resume('R1')).toEqual({ draining: false })
+    expect(h.events.at(-1)).toMatchObject({ type: 'runner.resumed', runner_id: 'R1' })
+    expect(h.of('assign', 'R1').map((m) => m.session.session_id)).toEqual(['q'])
+    // Its own drain: a resume does not undo it (and has no admin drain to undo: no event).
+    await h.message('R1', { type: 'drain' })
+    const events = h.events.length
+    expect(await h.coordinator.resume('R1')).toEqual({ draining: true })
+    expect(h.events).toHaveLength(events)
+    expect(await h.coordinator.resume('nobody')).toBeNull()
+  })
+
   it('a session that ends while queued or finishing is forgotten without a cancel', async () => {
     const h = hub()
     await h.coordinator.enqueue(ticket('queued'))
