@@ -30,7 +30,9 @@
  * its own direct call (`edge_b_*` figures; CPU is charged to each stack's own workerd and runner).
  * `--edge-b-runner DIR` (with `--edge-b`): the second stack's runner runs checkout DIR's runner code, so the
  * second stack is a whole other build (e.g. main's bundle and a detached worktree of main): before/after of
- * a change on both ends in one alternating run.
+ * a change on both ends in one alternating run. `--edge-a BUNDLE` / `--edge-a-runner DIR` do the same for the
+ * first stack, so the builds can swap places (a null run, the same build in both, showed the first stack
+ * slower at load 6–14 while it also ran the v1 runner; that runner now starts only when `tunnel_v1` is measured).
  *
  * Warm-up (`--warmup N`, default 1500; 0: none): before the first size's figures, one paired concurrency-1
  * round on the fresh processes is reported as `cold` (not judged), then N requests per path at concurrency 32
@@ -72,6 +74,8 @@ const { values } = parseArgs({
     'runner-b': { type: 'string' },
     'edge-b': { type: 'string' },
     'edge-b-runner': { type: 'string' },
+    'edge-a': { type: 'string' },
+    'edge-a-runner': { type: 'string' },
     /** Requests per path at concurrency 32 before anything is measured (once per run): JIT-warm processes. */
     warmup: { type: 'string', default: '1500' },
   },
@@ -161,6 +165,10 @@ function targets(figures: Record<string, unknown>): Record<string, Target> {
 }
 const stack = await startTunnelStack({
   runtime: values.runtime === 'wrangler' ? 'wrangler' : 'miniflare',
+  // The v1 runner (and its sessions) only when its path is measured: both stacks then carry the same load.
+  v1: (values.paths ?? '').split(',').includes('tunnel_v1'),
+  ...(values['edge-a'] ? { scriptPath: values['edge-a'] } : {}),
+  ...(values['edge-a-runner'] ? { runnerFrom: values['edge-a-runner'] } : {}),
   // The per-request log lines would drown the figures (warnings and errors still show).
   onLog: (level, message) => {
     if (level === 'warn' || level === 'error') console.error(message)
