@@ -14,6 +14,11 @@
  * `]` closes it). Anything else falls back to parsing it all. The cut text itself is read by the session:
  * an engine that sends invalid JSON inside the array gets its call recorded without prompt ids (warned),
  * not refused.
+ *
+ * The cut text is one byte a character, as the session charges it: when the rest of the answer has a
+ * character past Latin-1 (model output in CJK, emoji), V8 holds the whole answer, and any slice of it, at two
+ * bytes a character, and a structured clone (the RPC to the session object) keeps that width; such a cut is
+ * copied through UTF-8 into a fresh one-byte string (`docs/hot-path.md`, "slimmer delta bases").
  */
 
 const KEY = '"prompt_token_ids"'
@@ -27,6 +32,21 @@ export const MIN_CUT_CHARS = 32 * 1024
 /** Stands in for the cut array; a NUL cannot appear raw in JSON text, so only the cut can put it there. */
 export const PROMPT_IDS_PLACEHOLDER = '\u0000rollgate:prompt_token_ids'
 const PLACEHOLDER_JSON = JSON.stringify(PROMPT_IDS_PLACEHOLDER)
+/** A character V8 cannot hold at one byte. */
+const PAST_LATIN1 = /[\u0100-\uffff]/
+const UTF8_ENCODER = new TextEncoder()
+/** ASCII bytes decode to a one-byte string. */
+const UTF8_DECODER = new TextDecoder()
+
+/**
+ * A one-byte copy of ASCII `text` (held at two bytes by V8 as a slice of a two-byte answer); `text` itself
+ * when it is not ASCII (then not JSON ids: the session records the call without them). 2.4 ms for the 1.64 MB
+ * of 262k ids in Node, about 1.4 ms net of the smaller RPC (`docs/hot-path.md`).
+ */
+function oneByteCopy(text: string): string {
+  const bytes = new Uint8Array(text.length)
+  return UTF8_ENCODER.encodeInto(text, bytes).read === text.length ? UTF8_DECODER.decode(bytes) : text
+}
 
 export interface EngineAnswerText {
   /** The answer parsed; when `promptIdsText` is set its prompt ids field holds the placeholder. */
@@ -84,13 +104,18 @@ export function parseEngineAnswerText(text: string): EngineAnswerText {
   if (text.length >= MIN_CUT_CHARS) {
     const cut = findPromptIds(text)
     if (cut) {
+      const rest = text.slice(0, cut.start) + PLACEHOLDER_JSON + text.slice(cut.end)
       let json: unknown
       try {
-        json = JSON.parse(text.slice(0, cut.start) + PLACEHOLDER_JSON + text.slice(cut.end))
+        json = JSON.parse(rest)
       } catch {
         json = undefined
       }
-      if (json !== undefined && placeholderInPlace(json)) return { json, promptIdsText: text.slice(cut.start, cut.end) }
+      if (json !== undefined && placeholderInPlace(json)) {
+        // Valid JSON ids are ASCII: only the rest can make the answer two-byte (invalid ids are not kept).
+        const ids = text.slice(cut.start, cut.end)
+        return { json, promptIdsText: PAST_LATIN1.test(rest) ? oneByteCopy(ids) : ids }
+      }
     }
   }
   return { json: JSON.parse(text), promptIdsText: null }

@@ -17,6 +17,7 @@ import { BlobStore } from '../../../src/durable/session/blob-store.ts'
 import { CompletionLog } from '../../../src/durable/session/completion-log.ts'
 import { ensureSchema } from '../../../src/durable/session/schema.ts'
 import type { Sql } from '../../../src/durable/session/sql.ts'
+import { parseEngineAnswerText } from '../../../src/normalize/engine/prompt-ids-text.ts'
 import { completionInput } from '../../support/records.ts'
 
 v8.setFlagsFromString('--expose-gc')
@@ -51,6 +52,20 @@ function promptText(n: number): string {
   return text
 }
 
+/**
+ * Log `n`'s prompt text the way a session object receives it: cut by the edge out of an engine answer (whose
+ * completion has a character past Latin-1 when `wide`: V8 then holds the whole answer at two bytes a
+ * character) and sent over RPC (a structured clone: V8's serializer keeps a string's width).
+ */
+function promptTextFromAnswer(n: number, wide: boolean): string {
+  const ids = promptText(n)
+  const content = `done ${n}${wide ? ' 完成 ☃' : ''}`
+  const answer = `{"id":"cmpl-${n}","object":"chat.completion","model":"Qwen/Qwen3-8B","prompt_token_ids":${ids},"choices":[{"index":0,"message":{"role":"assistant","content":${JSON.stringify(content)}},"finish_reason":"stop","token_ids":[1,2,3]}],"usage":{"prompt_tokens":${PROMPT_IDS},"completion_tokens":3,"total_tokens":${PROMPT_IDS + 3}}}`
+  const { promptIdsText } = parseEngineAnswerText(copied(answer))
+  expect(promptIdsText).toBe(ids)
+  return v8.deserialize(v8.serialize(promptIdsText)) as string
+}
+
 const bodies = new Map<string, string>()
 /** Log `n`'s 512 KB chat body (one character past Latin-1 when `wide`), built once per test file. */
 function bodyText(n: number, wide: boolean): string {
@@ -67,6 +82,7 @@ function bodyText(n: number, wide: boolean): string {
 async function recordBases(
   wide: boolean,
   budget: BaseBudget,
+  answer: 'none' | 'ascii' | 'wide' = 'none',
 ): Promise<{ logs: CompletionLog[]; stores: { sql: Sql; bucket: MemoryBucket }[]; budget: BaseBudget }> {
   const logs: CompletionLog[] = []
   const stores: { sql: Sql; bucket: MemoryBucket }[] = []
@@ -82,7 +98,7 @@ async function recordBases(
       completionInput({
         completion_id: `heap_${n}`,
         prompt_token_ids: null,
-        prompt_token_text: copied(promptText(n)),
+        prompt_token_text: answer === 'none' ? copied(promptText(n)) : promptTextFromAnswer(n, answer === 'wide'),
         original_text: copied(body),
         request_text: '',
         request_delta: { prefix: end, suffix: 0, middle: insert },
@@ -123,6 +139,12 @@ describe('a delta base’s charge against its heap', { timeout: 60_000 }, () => 
     it(`recorded from the engine’s text, ${wide ? 'two-byte' : 'ASCII'} bodies: charged at least what it holds`, async () => {
       const { real, charged } = await measure((budget) => recordBases(wide, budget))
       expect(charged / (LOGS - 1)).toBeGreaterThan(2 * 2 ** 20)
+      expect(real).toBeLessThanOrEqual(charged)
+      expect(real / charged).toBeGreaterThan(wide ? 0.9 : 0.7)
+    })
+
+    it(`prompt ids cut from an engine answer with a character past Latin-1, ${wide ? 'two-byte' : 'ASCII'} bodies: charged at least what it holds`, async () => {
+      const { real, charged } = await measure((budget) => recordBases(wide, budget, 'wide'))
       expect(real).toBeLessThanOrEqual(charged)
       expect(real / charged).toBeGreaterThan(wide ? 0.9 : 0.7)
     })

@@ -327,6 +327,16 @@ describe('cutting the prompt ids out of an engine answer', () => {
     expect(parseEngineResponse(answer.json, answer.promptIdsText).message.content).toBe('{"prompt_token_ids": [1]}')
   })
 
+  it('cuts the same text from an answer with output past Latin-1 (copied one byte a character: base-heap.test.ts)', () => {
+    const wide = { ...vllm, choices: [{ ...vllm.choices[0], message: { role: 'assistant', content: '完成 ☃ é' } }] }
+    const answer = parseEngineAnswerText(JSON.stringify(wide))
+    expect(answer.promptIdsText).toBe(JSON.stringify(ids))
+    expect(parseEngineResponse(answer.json, answer.promptIdsText).message.content).toBe('完成 ☃ é')
+    // A character past ASCII inside the array is not JSON ids: the text is cut as sent, for the session to refuse.
+    const broken = JSON.stringify(wide).replace('"prompt_token_ids":[', '"prompt_token_ids":[☃')
+    expect(parseEngineAnswerText(broken).promptIdsText).toBe(`[☃${JSON.stringify(ids).slice(1)}`)
+  })
+
   it('finds only a real key followed by an array', () => {
     expect(findPromptIds('{"prompt_token_ids": null}')).toBeNull()
     expect(findPromptIds('{"a":"\\"prompt_token_ids\\": [1]"}')).toBeNull()
