@@ -65,7 +65,7 @@ export class RunnerAgent {
   #stopped = false
   #model: string | null
   #resolveRefused: (error: ConnectRefusedError) => void = () => {}
-  /** Settles when the edge refused the runner's credentials (401/403 at connect) and the agent has stopped. */
+  /** Settles when an answer at connect cannot get better by retrying (`ConnectRefusedError`) and the agent has stopped. */
   readonly refused: Promise<ConnectRefusedError> = new Promise((resolve) => {
     this.#resolveRefused = resolve
   })
@@ -121,7 +121,7 @@ export class RunnerAgent {
         this.tunnel.abortAll(`edge link closed (${reason})`)
       },
       onRefused: (error) => {
-        void this.cancel(`edge refused the runner: ${error.message}`).then(() => this.#resolveRefused(error))
+        void this.cancel(`${error.summary}: ${error.message}`).then(() => this.#resolveRefused(error))
       },
       log: options.log,
       ...(options.backoff ? { backoff: options.backoff } : {}),

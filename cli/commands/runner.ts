@@ -223,11 +223,10 @@ export async function runRunner(options: RunnerCommandOptions, handlers?: StageH
     process.on('SIGTERM', onSignal)
     process.on('SIGINT', onSignal)
   })
-  // A wrong runner token never gets better by retrying (network errors are retried forever).
+  // A refused token or per-runner secret, or a server that is not an edge, never gets better by retrying (network
+  // errors, 5xx and 429 are retried forever): one line naming the fix, exit 3.
   const refused = agent.refused.then((error) => {
-    process.stderr.write(
-      `rollgate runner: the edge refused this runner (${error.message}); check --token / ROLLGATE_RUNNER_TOKEN against the edge's ROLLGATE_RUNNER_TOKEN\n`,
-    )
+    process.stderr.write(`rollgate runner: ${error.summary} (${error.message}); ${error.fix}\n`)
     return 3
   })
   const code = await Promise.race([finished, refused])

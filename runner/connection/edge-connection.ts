@@ -112,18 +112,33 @@ export function sendTunnelFrame(ws: WebSocket, frame: RunnerBodyFrame, rest: rea
 export const HIGH_WATER_BYTES = 4 * 1024 * 1024
 
 /**
- * The edge refused this runner's credentials at connect (401/403 for the runner token, or a proxy's 403):
- * retrying with the same token cannot help, so the connection stops. The runner link asking for the id's
- * per-runner secret (a stale one sent, or none: its file lost) is not one: it is retried, because an admin's
- * `DELETE /rollout/runners/<id>/credential` lets the next try enrol.
+ * An answer at connect that no later try can get past without someone acting, so the connection stops (the
+ * CLI prints `summary (message); fix` and exits 3): the runner token refused (401/403); the runner link asking
+ * for this id's per-runner secret (a stale one sent, or none: its file lost; only an admin's
+ * `DELETE /rollout/runners/<id>/credential` or another `--runner-id` gets past it); or an answer that is not a
+ * Rollgate edge's (404, a 2xx/3xx or other 4xx instead of the WebSocket upgrade: `--edge` points at the engine
+ * or another server). Network errors, 5xx, 408, 409, 425 and 429 are retried (an edge deploying or restarting).
  */
 export class ConnectRefusedError extends Error {
   readonly status: number
-  constructor(status: number, message: string) {
+  /** What happened, in words (`the edge refused this runner`). */
+  readonly summary: string
+  /** What the operator should do. */
+  readonly fix: string
+  constructor(status: number, message: string, summary = 'the edge refused this runner', fix = TOKEN_FIX) {
     super(message)
     this.name = 'ConnectRefusedError'
     this.status = status
+    this.summary = summary
+    this.fix = fix
   }
+}
+
+const TOKEN_FIX = "check --token / ROLLGATE_RUNNER_TOKEN against the edge's ROLLGATE_RUNNER_TOKEN"
+
+/** Statuses at connect a later try can get past with nobody acting: a server error, a timeout, a race, a rate limit. */
+export function transientConnectStatus(status: number): boolean {
+  return status >= 500 || status === 408 || status === 409 || status === 425 || status === 429
 }
 
 /** A 401 from the runner's own link object (its per-runner secret was wrong), not from the token check. */
@@ -133,6 +148,42 @@ function secretRefusal(body: string): boolean {
   } catch {
     return false
   }
+}
+
+/**
+ * How the answer `status` / `body` to the upgrade ends this try: an `Error` (retried) or a
+ * `ConnectRefusedError` (stops). `secretPath`: the per-runner secret file, `secretHeld`: whether one was sent.
+ */
+export function connectFailure(
+  status: number,
+  body: string,
+  context: { edgeUrl: string; runnerId: string; secretPath: string; secretHeld: boolean },
+): Error {
+  const message = `HTTP ${status}: ${body.slice(0, 500)}`
+  if (status === 401 && secretRefusal(body)) {
+    const reset = `an admin can DELETE /rollout/runners/${context.runnerId}/credential on the edge, then restart the runner to enrol again`
+    return context.secretHeld
+      ? new ConnectRefusedError(
+          status,
+          message,
+          `the edge rejected the per-runner secret in ${context.secretPath}`,
+          `another host may have enrolled runner id ${context.runnerId}: use another --runner-id, or ${reset}`,
+        )
+      : new ConnectRefusedError(
+          status,
+          message,
+          `runner id ${context.runnerId} is enrolled but no per-runner secret is at ${context.secretPath}`,
+          `restore that file (or --state-dir), use another --runner-id, or ${reset}`,
+        )
+  }
+  if (status === 401 || status === 403) return new ConnectRefusedError(status, message)
+  if (transientConnectStatus(status)) return new Error(message)
+  return new ConnectRefusedError(
+    status,
+    message,
+    `${context.edgeUrl} is not a Rollgate edge (no WebSocket upgrade at /runners/connect)`,
+    "--edge / ROLLGATE_EDGE_URL must be the Rollgate edge's base URL (the Worker: http://127.0.0.1:8787 under npm run dev, or its https://… deployment), not the engine or another server",
+  )
 }
 
 export interface EdgeConnectionOptions {
@@ -343,17 +394,7 @@ export class EdgeConnection {
         response.on('end', () => {
           request.destroy()
           const status = response.statusCode ?? 0
-          // The token was accepted and the runner link asks for this id's per-runner secret: retried (an admin's
-          // reset lets the next try enrol), with what went wrong — a stale secret, or none (its file lost).
-          const secretAsked = status === 401 && secretRefusal(body)
-          const hint = !secretAsked
-            ? ''
-            : secret
-              ? ' (per-runner secret rejected: an admin can DELETE /rollout/runners/<id>/credential to re-enrol)'
-              : ` (this runner id is enrolled but no per-runner secret is at ${secrets.path}: restore that file, use another --runner-id, or an admin can DELETE /rollout/runners/<id>/credential to re-enrol)`
-          const message = `HTTP ${status}: ${body.slice(0, 500)}${hint}`
-          const refused = (status === 401 || status === 403) && !secretAsked
-          reject(refused ? new ConnectRefusedError(status, message) : new Error(message))
+          reject(connectFailure(status, body, { edgeUrl, runnerId, secretPath: secrets.path, secretHeld: secret !== null }))
         })
       })
       ws.once('error', (error) => reject(error))

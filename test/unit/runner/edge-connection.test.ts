@@ -197,29 +197,63 @@ describe('edge connection', () => {
     expect(edge.connections[1]?.registers[0]).toMatchObject({ sessions: [{ session_id: 'ses_1', status: 'RUNNING' }] })
   })
 
-  it('a rejected secret (401) is reported with the way out and retried with backoff', async () => {
+  it('a rejected secret (401 from the runner link) stops at the first attempt, naming the secret file and the reset', async () => {
     const edge = await fakeEdge({ secret: 'x', rejectSecret: 'stale' })
     const dir = stateDir()
     new SecretStore(dir, 'r1').write('stale')
-    const { conn, events } = connection(edge.port, dir)
+    const { conn, events, refusals } = connection(edge.port, dir)
     conn.start()
-    await until(() => events.filter((entry) => entry.event === 'edge.connect_failed').length >= 3, 'three failed attempts')
-    expect(String(events.find((entry) => entry.event === 'edge.connect_failed')?.fields.error)).toMatch(/HTTP 401.*credential to re-enrol/)
+    await until(() => refusals.length > 0, 'refusal')
+    const refusal = refusals[0] as ConnectRefusedError
+    expect(refusal.status).toBe(401)
+    expect(refusal.summary).toMatch(/^the edge rejected the per-runner secret in .*r1\.secret$/)
+    expect(refusal.fix).toMatch(/another --runner-id, or an admin can DELETE \/rollout\/runners\/r1\/credential .*restart the runner/)
+    expect(events.map((entry) => entry.event)).toEqual(['edge.refused'])
+    expect(edge.attempts()).toBe(1)
     expect(edge.connections).toHaveLength(0)
   })
 
-  it('an enrolled id asked for its secret with none held (file lost) is told so and retried, not stopped as a bad token', async () => {
+  it('an enrolled id asked for its secret with none held (file lost) stops, naming the missing file, not the token', async () => {
     const edge = await fakeEdge({ secret: 'x' })
     const dir = stateDir()
-    const { conn, events, refusals } = connection(edge.port, dir)
+    const { conn, refusals } = connection(edge.port, dir)
     edge.rejectMissing()
     conn.start()
-    await until(() => events.filter((entry) => entry.event === 'edge.connect_failed').length >= 2, 'two failed attempts')
-    expect(refusals).toHaveLength(0)
-    const error = String(events.find((entry) => entry.event === 'edge.connect_failed')?.fields.error)
-    expect(error).toMatch(/^HTTP 401: .*enrolled but no per-runner secret is at .*r1\.secret: restore that file/)
-    expect(error).not.toMatch(/check|token/i)
+    await until(() => refusals.length > 0, 'refusal')
+    const refusal = refusals[0] as ConnectRefusedError
+    expect(refusal.summary).toMatch(/^runner id r1 is enrolled but no per-runner secret is at .*r1\.secret$/)
+    expect(refusal.fix).toMatch(/^restore that file .*another --runner-id, or an admin can DELETE \/rollout\/runners\/r1\/credential/)
+    expect(`${refusal.summary} ${refusal.fix}`).not.toMatch(/token/i)
+    expect(edge.attempts()).toBe(1)
     expect(edge.connections).toHaveLength(0)
+  })
+
+  it("an answer that is not an edge's upgrade (404, 200, 302, 400, 426) stops at the first attempt, naming --edge", async () => {
+    for (const status of [404, 200, 302, 400, 426]) {
+      const edge = await fakeEdge({ secret: 'x', refuse: { status, body: 'not here' } })
+      const { conn, events, refusals } = connection(edge.port, stateDir())
+      conn.start()
+      await until(() => refusals.length > 0, `refusal of ${status}`)
+      const refusal = refusals[0] as ConnectRefusedError
+      expect(refusal.status).toBe(status)
+      expect(refusal.message).toBe(`HTTP ${status}: not here`)
+      expect(refusal.summary).toBe(`http://127.0.0.1:${edge.port} is not a Rollgate edge (no WebSocket upgrade at /runners/connect)`)
+      expect(refusal.fix).toMatch(/^--edge \/ ROLLGATE_EDGE_URL must be the Rollgate edge's base URL .*not the engine/)
+      expect(events.map((entry) => entry.event)).toEqual(['edge.refused'])
+      expect(edge.attempts()).toBe(1)
+    }
+  })
+
+  it('transient answers (5xx, 408, 409, 425, 429) are retried with backoff, never stopped', async () => {
+    for (const status of [500, 502, 503, 408, 409, 425, 429]) {
+      const edge = await fakeEdge({ secret: 'x', refuse: { status, body: 'later' } })
+      const { conn, events, refusals } = connection(edge.port, stateDir())
+      conn.start()
+      await until(() => edge.attempts() >= 2, `two attempts at ${status}`)
+      expect(refusals).toHaveLength(0)
+      expect(events.find((entry) => entry.event === 'edge.connect_failed')?.fields.error).toBe(`HTTP ${status}: later`)
+      await conn.close('shutdown')
+    }
   })
 
   it('a refused runner token (401 or 403, any body) stops the connection at the first attempt and says why', async () => {

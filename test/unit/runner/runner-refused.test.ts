@@ -1,15 +1,19 @@
 /**
  * `rollgate runner` with a token the edge refuses stops at once with exit 3 and a message naming the token
- * (a real CLI process against a `ws` server answering the upgrade 401 in the edge's shape), while an edge
- * that cannot be reached is retried with backoff (the process keeps running until signalled).
+ * (a real CLI process against a `ws` server answering the upgrade 401 in the edge's shape); so does an
+ * enrolled id whose per-runner secret file is gone, and an `--edge` that is another HTTP server (a 404), each
+ * naming its fix; while an edge that cannot be reached or answers 503 is retried with backoff (the process keeps
+ * running until signalled). Every runner gets a temporary state dir and HOME: nothing lands in `~/.rollgate`.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
 import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer as createHttpServer } from 'node:http'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, describe, expect, it } from 'vitest'
 import { WebSocketServer } from 'ws'
+import { freePort } from '../../../scripts/lib/processes.ts'
 
 const CLI = join(import.meta.dirname, '../../../cli/rollgate.ts')
 const cleanups: (() => Promise<void> | void)[] = []
@@ -22,7 +26,7 @@ function runnerProcess(edgeUrl: string, token: string) {
   const child: ChildProcess = spawn(
     process.execPath,
     [CLI, 'runner', '--edge', edgeUrl, '--token', token, '--upstream', 'none', '--state-dir', stateDir, '--runner-id', 'r1', '--json-logs'],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ROLLGATE_UPSTREAM_URL: '' } },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ROLLGATE_UPSTREAM_URL: '', HOME: stateDir } },
   )
   let stderr = ''
   const waiters: (() => void)[] = []
@@ -79,5 +83,66 @@ describe('rollgate runner at connect', () => {
     await runner.stderrMatches(/edge\.connect_failed/g, 3)
     expect(runner.child.exitCode).toBeNull()
     expect(runner.stderr()).not.toMatch(/edge\.refused/)
+  })
+
+  it('an --edge that is another HTTP server (404 on /runners/connect) stops with exit 3 after one attempt, naming --edge', async () => {
+    let requests = 0
+    const server = createHttpServer((_request, response) => {
+      requests++
+      response.writeHead(404, { 'content-type': 'application/json' }).end('{"detail":"Not Found"}')
+    })
+    const port = await freePort()
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())))
+    const runner = runnerProcess(`http://127.0.0.1:${port}`, 'any-token')
+    expect(await runner.exited).toBe(3)
+    const line = runner
+      .stderr()
+      .split('\n')
+      .find((text) => text.startsWith('rollgate runner: '))
+    expect(line).toBe(
+      `rollgate runner: http://127.0.0.1:${port} is not a Rollgate edge (no WebSocket upgrade at /runners/connect) (HTTP 404: {"detail":"Not Found"}); ` +
+        "--edge / ROLLGATE_EDGE_URL must be the Rollgate edge's base URL (the Worker: http://127.0.0.1:8787 under npm run dev, or its https://… deployment), not the engine or another server",
+    )
+    expect(requests).toBe(1)
+  })
+
+  it('an edge answering 503 (deploying, restarting) is retried (no exit)', async () => {
+    let requests = 0
+    const server = createHttpServer((_request, response) => {
+      requests++
+      response.writeHead(503).end('starting')
+    })
+    const port = await freePort()
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve))
+    cleanups.push(() => new Promise<void>((resolve) => server.close(() => resolve())))
+    const runner = runnerProcess(`http://127.0.0.1:${port}`, 'any-token')
+    await runner.stderrMatches(/edge\.connect_failed/g, 3)
+    expect(runner.child.exitCode).toBeNull()
+    expect(requests).toBeGreaterThanOrEqual(3)
+  })
+
+  it('an enrolled runner id with no secret file stops with exit 3, naming the file and the admin reset', async () => {
+    const wss = new WebSocketServer({
+      port: 0,
+      host: '127.0.0.1',
+      verifyClient: (_info, done) =>
+        // The runner link's answer (src/durable/runner/runner-link.ts) for an enrolled id that sent no secret.
+        done(
+          false,
+          401,
+          JSON.stringify({ error: { message: 'runner r1 is enrolled: send its per-runner secret', type: 'runner_hub_error', code: 401 } }),
+        ),
+    })
+    await new Promise<void>((resolve) => wss.once('listening', () => resolve()))
+    cleanups.push(() => new Promise<void>((resolve) => wss.close(() => resolve())))
+    const address = wss.address()
+    const port = typeof address === 'object' && address ? address.port : 0
+    const runner = runnerProcess(`http://127.0.0.1:${port}`, 'good-token')
+    expect(await runner.exited).toBe(3)
+    expect(runner.stderr()).toMatch(
+      /rollgate runner: runner id r1 is enrolled but no per-runner secret is at \S+r1\.secret \(HTTP 401: .*\); restore that file .*DELETE \/rollout\/runners\/r1\/credential/,
+    )
+    expect(runner.stderr()).not.toMatch(/check --token/)
   })
 })
