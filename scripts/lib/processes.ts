@@ -13,16 +13,50 @@ export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const WRANGLER_BIN = fileURLToPath(new URL('../../node_modules/wrangler/bin/wrangler.js', import.meta.url))
 const READY_TIMEOUT_MS = 60_000
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/** Ports `freePort` draws from: below the kernel's ephemeral range when there is room (see `freePort`). */
+export function portPool(rangeText = readPortRange()): { low: number; high: number } | null {
+  const match = /^\s*(\d+)\s+(\d+)/.exec(rangeText ?? '')
+  const ephemeralLow = match ? Number(match[1]) : 0
+  // Room for a few thousand ports above the well-known ones; else let the kernel choose (listen on 0).
+  return ephemeralLow >= 12_000 ? { low: 10_000, high: ephemeralLow - 1 } : null
+}
+
+function readPortRange(): string | null {
+  try {
+    return readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
+  } catch {
+    return null
+  }
+}
+
+function tryListen(port: number): Promise<number | null> {
+  return new Promise((resolve) => {
     const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
+    server.once('error', () => resolve(null))
+    server.listen(port, '127.0.0.1', () => {
       const address = server.address()
-      const port = typeof address === 'object' && address ? address.port : 0
-      server.close(() => resolve(port))
+      const bound = typeof address === 'object' && address ? address.port : null
+      server.close(() => resolve(bound))
     })
   })
+}
+
+/**
+ * A loopback port free now, for a process to bind next. Drawn at random from *below* the kernel's ephemeral range
+ * when there is room: a port the kernel picks for `listen(0)` comes from the same range as the source ports of
+ * outgoing connections, so under load (a bench's thousands of calls, tests in parallel) another socket could take
+ * it before the process binds it, or before an edge restarted on the same port binds it again.
+ */
+export async function freePort(pool = portPool()): Promise<number> {
+  if (pool !== null) {
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const port = pool.low + Math.floor(Math.random() * (pool.high - pool.low + 1))
+      if ((await tryListen(port)) !== null) return port
+    }
+  }
+  const port = await tryListen(0)
+  if (port === null) throw new Error('no free loopback port')
+  return port
 }
 
 /** Thrown when a port asked for is taken: its message names the port and says what to do. */
@@ -158,9 +192,11 @@ export async function startEdge(options: EdgeOptions): Promise<EdgeProcess> {
     else child.kill(signal)
     await exited
     if (group !== null) {
-      // workerd may outlive wrangler by a moment: make sure the whole group is gone.
+      // workerd may outlive wrangler by a moment: make sure the whole group is gone, and wait until it is (its
+      // sockets are closed only then: an edge restarted on the same port must find the port free).
       killGroup('SIGKILL')
       process.off('exit', onExit)
+      await groupGone(group)
     }
   }
   try {
@@ -186,7 +222,16 @@ export async function startEdge(options: EdgeOptions): Promise<EdgeProcess> {
 }
 
 /** Live process ids of a process group (Linux /proc). */
-export function groupPids(pgid: number): number[] {
+/** Resolves once no process of the group is alive (zombies hold no socket); bounded by `timeoutMs`. */
+export async function groupGone(pgid: number, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (groupPids(pgid, { live: true }).length > 0) {
+    if (Date.now() > deadline) throw new Error(`process group ${pgid} still running ${timeoutMs} ms after SIGKILL`)
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
+
+export function groupPids(pgid: number, { live = false }: { live?: boolean } = {}): number[] {
   const pids: number[] = []
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue
@@ -194,7 +239,7 @@ export function groupPids(pgid: number): number[] {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8')
       // pid (comm) state ppid pgrp …: comm may contain spaces, so split after the closing parenthesis.
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      if (Number(fields[2]) === pgid) pids.push(Number(entry))
+      if (Number(fields[2]) === pgid && !(live && (fields[0] === 'Z' || fields[0] === 'X'))) pids.push(Number(entry))
     } catch {
       // exited meanwhile
     }
