@@ -10,13 +10,12 @@ import type { Writable } from 'node:stream'
 import { finished } from 'node:stream/promises'
 import { type Command, Option } from 'commander'
 import { action, type CommonOptions, edgeClient, UsageError, withEdgeOptions } from '../lib/common-options.ts'
-import { type EdgeClient, EdgeError } from '../lib/edge-client.ts'
 
 export const EXPORT_FORMATS = ['trajectory', 'session_result', 'nemo-gym', 'sft', 'sft-tokens'] as const
 
 interface ExportOptions extends CommonOptions {
   format: string
-  builder: string
+  builder?: string
   config?: string
   out?: string
   task?: string
@@ -47,27 +46,20 @@ async function writeExports(out: Writable, bodies: AsyncIterable<AsyncIterable<U
 const NEWLINE = new Uint8Array([0x0a])
 
 /**
- * Said on stderr when the export is of a rollout session: the edge rebuilds it from the capture log alone, so its
- * traces carry no reward (`null`) although the session was evaluated; the rewarded `SessionResult`s are the task's.
- * Before, a trainer reading `rollgate export --task` got `reward: null` everywhere with no word of why.
+ * Said on stderr for a session whose export has no evaluation although it is a rollout session (the edge's
+ * `x-rollgate-evaluation`): not evaluated yet (`pending`), or asked with another builder than its task's
+ * (`other_builder`: the rewards belong to the task builder's traces). An evaluated session's export carries
+ * its rewards, a bare capture session's has none to carry: nothing is said for either. Null otherwise.
  */
-export function rewardsNote(taskId: string): string {
-  return (
-    `note: rebuilt from the capture log, without the evaluation: trace rewards are null here. ` +
-    `The evaluated SessionResults (rewards, training filter) are task ${taskId}'s results: GET /rollout/task/${encodeURIComponent(taskId)}`
-  )
-}
-
-/** The task of a rollout session, or null for a bare capture session (`/rollout/session/:id` knows only rollout ones). */
-async function rolloutTaskOf(client: EdgeClient, sessionId: string): Promise<string | null> {
-  try {
-    const lifecycle = await client.json<{ task_id?: string }>('GET', `/rollout/session/${encodeURIComponent(sessionId)}`)
-    return typeof lifecycle.task_id === 'string' ? lifecycle.task_id : null
-  } catch (error) {
-    // 404: a bare session. An answer that is not the lifecycle's JSON says nothing either way: no note.
-    if ((error instanceof EdgeError && error.status === 404) || error instanceof SyntaxError) return null
-    throw error
+export function rewardsNote(sessionId: string, headers: Headers): string | null {
+  const evaluation = headers.get('x-rollgate-evaluation')
+  const status = headers.get('x-rollgate-rollout-status') ?? 'unknown'
+  if (evaluation === 'pending') return `note: session ${sessionId} is ${status}, not evaluated yet: its traces have reward null`
+  if (evaluation === 'other_builder') {
+    const builder = headers.get('x-rollgate-builder') ?? "the task's"
+    return `note: session ${sessionId} was evaluated with builder ${builder} and another config or builder was asked: its traces have reward null (leave out --builder/--config for the evaluated export)`
   }
+  return null
 }
 
 export function register(program: Command): void {
@@ -78,7 +70,12 @@ export function register(program: Command): void {
       .argument('[session]', 'session id')
       .option('--task <id>', 'every session of a task (JSONL)')
       .addOption(new Option('--format <format>', 'export format').choices([...EXPORT_FORMATS]).default('trajectory'))
-      .addOption(new Option('--builder <name>', 'trajectory builder').choices(['prefix_merging', 'per_request']).default('prefix_merging'))
+      .addOption(
+        new Option('--builder <name>', "trajectory builder (default: a rollout session's task builder, else prefix_merging)").choices([
+          'prefix_merging',
+          'per_request',
+        ]),
+      )
       .option('--config <json>', 'builder config (JSON object)')
       .option('-o, --out <file>', 'write to a file instead of stdout'),
   ).action(
@@ -92,15 +89,17 @@ export function register(program: Command): void {
           throw new UsageError('--config must be a JSON object')
         }
       }
-      const request = { builder: options.builder, format: options.format, ...(config ? { config } : {}) }
+      const request = { ...(options.builder ? { builder: options.builder } : {}), format: options.format, ...(config ? { config } : {}) }
       let sessions: string[]
       if (options.task) sessions = (await client.taskStatus(options.task, false)).sessions.map((session) => session.session_id)
       else if (sessionId) sessions = [sessionId]
       else throw new UsageError('give a session id or --task <id>')
-      const rolloutTask = options.task ?? (sessionId ? await rolloutTaskOf(client, sessionId) : null)
-      if (rolloutTask !== null) process.stderr.write(`${rewardsNote(rolloutTask)}\n`)
       const bodies = (async function* () {
-        for (const id of sessions) yield client.exportStream(id, request)
+        for (const id of sessions)
+          yield client.exportStream(id, request, (headers) => {
+            const note = rewardsNote(id, headers)
+            if (note !== null) process.stderr.write(`${note}\n`)
+          })
       })()
       if (options.out) {
         const file = createWriteStream(options.out)

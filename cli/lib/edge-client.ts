@@ -25,7 +25,8 @@ export interface EdgeClientOptions {
 
 /** What `GET /v1/sessions/:id/trajectory` is asked for. */
 export interface ExportRequest {
-  builder: string
+  /** Absent: a rollout session's own (its task's, the one its rewards belong to), else prefix_merging. */
+  builder?: string | undefined
   format: string
   config?: Record<string, unknown>
 }
@@ -132,10 +133,11 @@ export class EdgeClient {
    * one string holds, and takes longer than one request's timeout: the timeout bounds the wait for the
    * answer and then for each next chunk, not the whole transfer.
    */
-  async *exportStream(sessionId: string, options: ExportRequest): AsyncGenerator<Uint8Array> {
-    const query = new URLSearchParams({ builder: options.builder, format: options.format })
+  async *exportStream(sessionId: string, options: ExportRequest, onHeaders?: (headers: Headers) => void): AsyncGenerator<Uint8Array> {
+    const query = new URLSearchParams({ format: options.format })
+    if (options.builder) query.set('builder', options.builder)
     if (options.config) query.set('config', JSON.stringify(options.config))
-    yield* this.#chunks(`/v1/sessions/${encodeURIComponent(sessionId)}/trajectory?${query}`, '*/*', true)
+    yield* this.#chunks(`/v1/sessions/${encodeURIComponent(sessionId)}/trajectory?${query}`, '*/*', true, onHeaders)
   }
 
   /**
@@ -147,11 +149,17 @@ export class EdgeClient {
   }
 
   /** The body of `GET path` chunk by chunk; the timeout bounds the wait for the answer, then for each chunk. */
-  async *#chunks(path: string, accept: string, skipLeadingSpace: boolean): AsyncGenerator<Uint8Array> {
+  async *#chunks(
+    path: string,
+    accept: string,
+    skipLeadingSpace: boolean,
+    onHeaders?: (headers: Headers) => void,
+  ): AsyncGenerator<Uint8Array> {
     const controller = new AbortController()
     let timer = setTimeout(() => controller.abort(), this.#timeoutMs)
     try {
       const response = await this.request('GET', path, undefined, accept, controller.signal)
+      onHeaders?.(response.headers)
       const reader = (response.body as ReadableStream<Uint8Array>).getReader()
       let leading = skipLeadingSpace
       for (;;) {

@@ -13,7 +13,6 @@ import type { RolloutStatus, TaskStatus } from '../../src/contract/rollout.ts'
 import type { SessionAssignment } from '../../src/contract/runner-protocol.ts'
 import { type EngineHandle, startEngine } from '../../engine/server.ts'
 import { type EdgeProcess, freePort, startEdge } from '../../scripts/lib/processes.ts'
-import { rewardsNote } from '../../cli/commands/export.ts'
 import { childOutput } from '../support/child-output.ts'
 import { RunnerClient } from '../support/runner-client.ts'
 import { eventually } from '../support/stack.ts'
@@ -38,7 +37,11 @@ function rollgate(args: string[], env: Record<string, string> = {}): ReturnType<
 }
 
 /** Walk one assignment through the stages with one real model call, then finish it with a reward. */
-async function runOne(taskId: string, reward: number, beforeFinish?: () => Promise<void>): Promise<SessionAssignment> {
+async function runOne(
+  taskId: string,
+  reward: number,
+  beforeFinish?: (session: SessionAssignment) => Promise<void>,
+): Promise<SessionAssignment> {
   const session = await runner.take(taskId)
   await eventually(async () => {
     const response = await fetch(`${edge.url}/rollout/session/${session.session_id}`, {
@@ -48,7 +51,7 @@ async function runOne(taskId: string, reward: number, beforeFinish?: () => Promi
   })
   const client = new OpenAI({ baseURL: session.base_urls.openai, apiKey: session.token, maxRetries: 0 })
   await client.chat.completions.create({ model: 'Qwen/Qwen3-8B', messages: [{ role: 'user', content: 'create hello.txt containing hi' }] })
-  await beforeFinish?.()
+  await beforeFinish?.(session)
   runner.send({
     type: 'session.finished',
     session_id: session.session_id,
@@ -57,6 +60,13 @@ async function runOne(taskId: string, reward: number, beforeFinish?: () => Promi
   })
   runner.held.delete(session.session_id)
   return session
+}
+
+/** `GET /rollout/session/:id` (lifecycle and evaluation). */
+async function lifecycleOf(sessionId: string): Promise<Record<string, unknown>> {
+  const response = await fetch(`${edge.url}/rollout/session/${sessionId}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+  expect(response.status).toBe(200)
+  return (await response.json()) as Record<string, unknown>
 }
 
 beforeAll(async () => {
@@ -96,12 +106,25 @@ describe('rollgate CLI', () => {
         num_samples: 2,
         agent: { harness: 'shell', custom_shell: { command: 'echo {instruction}' } },
         builder: { strategy: 'prefix_merging' },
+        // Runner-side: the stand-in runner reports each session's reward (runOne).
+        evaluator: { strategy: 'test_on_output', config: { test_command: 'true', expected_output_json: { 'test::hi': 'PASSED' } } },
       }),
     )
     const submitted = rollgate(['submit', taskFile, '--json'])
     // Live progress: while the first session is RUNNING, the progress lines say so (not the task's stale view).
     const whileRunning = () => eventually(async () => expect(submitted.stderrSoFar()).toMatch(/"running":1/), 20_000).then(() => undefined)
-    const sessions = [await runOne('cli-task-1', 1, whileRunning), await runOne('cli-task-1', 0)]
+    // A session still running is not evaluated: its export says so (reward null), and so does its lifecycle.
+    const notYetEvaluated = async (session: SessionAssignment) => {
+      const running = await rollgate(['export', session.session_id, '--format', 'sft-tokens'])
+      expect(running.stderr).toBe(`note: session ${session.session_id} is RUNNING, not evaluated yet: its traces have reward null\n`)
+      const rows = running.stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { metadata: { reward: number | null } })
+      expect(rows.map((row) => row.metadata.reward)).toEqual([null])
+      expect(await lifecycleOf(session.session_id)).toMatchObject({ status: 'RUNNING', evaluated: false, reward: null })
+    }
+    const sessions = [await runOne('cli-task-1', 1, whileRunning), await runOne('cli-task-1', 0, notYetEvaluated)]
     const submit = await submitted
     expect(submit.stderr).not.toContain('Error')
     expect(submit.code).toBe(0)
@@ -112,6 +135,8 @@ describe('rollgate CLI', () => {
     const progress = submit.stderr
       .trim()
       .split('\n')
+      // The edge's submit warnings (one line each: the runner-side evaluator's) come first.
+      .filter((line) => !line.startsWith('warning: '))
       .map((line) => JSON.parse(line) as { task_id: string; completed: number })
     expect(progress.at(-1)).toMatchObject({ task_id: 'cli-task-1', completed: 2 })
 
@@ -135,20 +160,56 @@ describe('rollgate CLI', () => {
     expect(detail.completions[0]).toMatchObject({ seq: 0, api: 'openai-chat', status: 'ok' })
     expect(detail.completions[0]!.response_tokens).toBeGreaterThan(0)
 
+    // Every export format of an evaluated rollout session carries its evaluation: its result in the task's results.
+    const results = new Map(final.results.map((result) => [result.session_id, result]))
+    const lines = (text: string) =>
+      text
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+    for (const [session, reward] of [
+      [sessions[0]!, 1],
+      [sessions[1]!, 0],
+    ] as const) {
+      const result = results.get(session.session_id)!
+      const traces = result.trajectory.traces
+      expect(traces.length).toBeGreaterThan(0)
+      expect(traces.map((trace) => trace.reward)).toEqual(traces.map(() => reward))
+      const exportAs = async (format: string) => {
+        const out = await rollgate(['export', session.session_id, '--format', format])
+        expect({ code: out.code, stderr: out.stderr }).toEqual({ code: 0, stderr: '' })
+        return out.stdout
+      }
+      expect(JSON.parse(await exportAs('session_result'))).toEqual(result)
+      expect(JSON.parse(await exportAs('trajectory'))).toEqual(result.trajectory)
+      const nemo = lines(await exportAs('nemo-gym'))
+      expect(nemo.length).toBeGreaterThanOrEqual(traces.length)
+      expect(nemo.map((row) => row.reward)).toEqual(nemo.map(() => reward))
+      const tokens = lines(await exportAs('sft-tokens'))
+      expect(tokens.map((row) => (row.metadata as { reward: number }).reward)).toEqual(traces.map(() => reward))
+      // OpenAI chat SFT rows ({messages, tools}) have no reward field: one row per trace.
+      expect(lines(await exportAs('sft'))).toHaveLength(traces.length)
+      expect(await lifecycleOf(session.session_id)).toMatchObject({
+        status: 'COMPLETED',
+        evaluated: true,
+        reward,
+        result_status: 'COMPLETED',
+        eval_result: { outcome_reward: reward },
+      })
+    }
     const out = join(scratch, 'sft.jsonl')
     const exported = await rollgate(['export', '--task', 'cli-task-1', '--format', 'sft-tokens', '--out', out])
     expect(exported.code).toBe(0)
-    // A rollout session's export is rebuilt from its capture log: no rewards in it, and the CLI says where they are.
-    expect(exported.stderr).toContain(`${rewardsNote('cli-task-1')}\n`)
-    const rows = readFileSync(out, 'utf8').trim().split('\n')
+    expect(exported.stderr).not.toContain('note:')
+    const rows = lines(readFileSync(out, 'utf8'))
     expect(rows).toHaveLength(2)
-    for (const row of rows) expect(Object.keys(JSON.parse(row) as object).length).toBeGreaterThan(0)
+    expect(rows.map((row) => (row.metadata as { reward: number }).reward).sort()).toEqual([0, 1])
 
-    const trajectory = await rollgate(['export', sessions[0]!.session_id, '--format', 'trajectory'])
-    const traces = (JSON.parse(trajectory.stdout) as { traces: { reward: number | null }[] }).traces
-    expect(traces.length).toBeGreaterThan(0)
-    expect(traces.map((trace) => trace.reward)).toEqual(traces.map(() => null))
-    expect(trajectory.stderr).toBe(`${rewardsNote('cli-task-1')}\n`)
+    // Asked with another builder than the task's, the traces are not those the rewards belong to: said, reward null.
+    const other = await rollgate(['export', sessions[0]!.session_id, '--builder', 'per_request'])
+    const otherTraces = (JSON.parse(other.stdout) as { traces: { reward: number | null }[] }).traces
+    expect(otherTraces.map((trace) => trace.reward)).toEqual(otherTraces.map(() => null))
+    expect(other.stderr).toContain(`note: session ${sessions[0]!.session_id} was evaluated with builder prefix_merging`)
     // A bare capture session's export has no evaluation to miss: nothing is said.
     const bare = (await (
       await fetch(`${edge.url}/v1/sessions`, {

@@ -19,7 +19,7 @@ import type { CompletionLog } from './completion-log.ts'
 import { LogReadError } from './log-records.ts'
 import { agentStatus, evaluate } from './session-result.ts'
 import type { LifecycleState } from './session-lifecycle.ts'
-import { jsonChunks, type Shell, trajectoryShell } from './trajectory-stream.ts'
+import { jsonChunks, rowChunks, rowsOf, type Shell, type TrajectoryFormat, trajectoryShell } from './trajectory-stream.ts'
 
 /** What the task keeps of a session's result (the result itself is the R2 object at `key`). */
 export interface StoredResult {
@@ -43,19 +43,28 @@ export interface ResultStream {
   chunks: AsyncGenerator<string>
 }
 
+/** A run's evaluated trajectory: its head known before its traces, which come one at a time. */
+interface EvaluatedRun {
+  /** Status, error and metadata of the evaluated trajectory (the training filter's counts come with `end`). */
+  head: Trajectory
+  /** Each trace evaluated, filtered and checked with Polar's trace schema, in order. */
+  traces: AsyncGenerator<Trace>
+  /** Once `traces` ran out: the trajectory's metadata (the filter's counts), the mean reward, the count. */
+  end(): { metadata: Trajectory['metadata']; reward: number | null; trace_count: number }
+}
+
 /**
- * The result of `state`'s run as chunks (the same object `sessionResult(…, evaluate(buildRunTrajectory(…)))`
- * gives, with the trajectory's metadata after its traces). Reading the log may fail (`LogReadError`,
- * retried); a builder failure before the traces is this trajectory's error, as in `buildRunTrajectory`.
+ * The run of `state` evaluated as `sessionResult(…, evaluate(buildRunTrajectory(…)))` evaluates it, one
+ * trace at a time. Reading the log may fail (`LogReadError`, retried); a builder failure before the traces
+ * is this trajectory's error, as in `buildRunTrajectory`.
  */
-export async function streamRunResult(
+async function evaluatedRun(
   sessionId: string,
   log: CompletionLog,
   state: LifecycleState,
-  timing: SessionTiming,
   /** Deepest result handed on (Polar's bridges parse it): a deeper trace fails the build. */
-  maxDepth = Number.POSITIVE_INFINITY,
-): Promise<ResultStream> {
+  maxDepth: number,
+): Promise<EvaluatedRun> {
   const { spec } = state
   const through = state.built_through_seq ?? Number.POSITIVE_INFINITY
   const session = { session_id: sessionId, task_id: spec.task_id, metadata: spec.metadata }
@@ -84,13 +93,11 @@ export async function streamRunResult(
   const filter = spec.training_filter
   // The head: evaluated over the right number of (absent) traces; the filter's counts come at the end.
   const head = applyTrainingFilter(evaluate(base, state), filter)
-  const summary = { reward: null as number | null, trace_count: 0 }
-  async function* chunks(): AsyncGenerator<string> {
-    yield `{"session_id":${JSON.stringify(sessionId)},"task_id":${JSON.stringify(spec.task_id)},"status":${JSON.stringify(head.status)},"trajectory":{"status":${JSON.stringify(head.status)},"traces":[`
-    let index = 0
-    let masked = 0
-    let rewardSum = 0
-    let rewards = 0
+  let index = 0
+  let masked = 0
+  let rewardSum = 0
+  let rewards = 0
+  async function* traces(): AsyncGenerator<Trace> {
     for await (const built of shell.traces) {
       const one = new Array<Trace>(shell.count)
       one[index] = built
@@ -102,17 +109,89 @@ export async function streamRunResult(
         rewardSum += trace.reward
         rewards++
       }
-      if (index > 0) yield ','
-      yield* jsonChunks(trace)
       index++
+      yield trace
     }
-    summary.trace_count = index
-    summary.reward = rewards ? rewardSum / rewards : null
+  }
+  const end = () => {
     const metadata = { ...head.metadata }
     if (metadata.training_filter) metadata.training_filter = { rule: filter, masked_traces: masked, trainable_traces: index - masked }
-    yield `],"metadata":${JSON.stringify(metadata)},"error":${JSON.stringify(head.error)}},"timing":${JSON.stringify(timing)},"node_id":${JSON.stringify(state.runner_id)},"error":${JSON.stringify(head.error)},"metadata":${JSON.stringify(spec.metadata ?? {})}}`
+    return { metadata, reward: rewards ? rewardSum / rewards : null, trace_count: index }
+  }
+  return { head, traces: traces(), end }
+}
+
+/**
+ * The result of `state`'s run as chunks (the same object `sessionResult(…, evaluate(buildRunTrajectory(…)))`
+ * gives, with the trajectory's metadata after its traces). Reading the log may fail (`LogReadError`,
+ * retried); a builder failure before the traces is this trajectory's error, as in `buildRunTrajectory`.
+ */
+export async function streamRunResult(
+  sessionId: string,
+  log: CompletionLog,
+  state: LifecycleState,
+  timing: SessionTiming,
+  /** Deepest result handed on (Polar's bridges parse it): a deeper trace fails the build. */
+  maxDepth = Number.POSITIVE_INFINITY,
+): Promise<ResultStream> {
+  const { spec } = state
+  const run = await evaluatedRun(sessionId, log, state, maxDepth)
+  const { head } = run
+  const summary = { reward: null as number | null, trace_count: 0 }
+  async function* chunks(): AsyncGenerator<string> {
+    yield `{"session_id":${JSON.stringify(sessionId)},"task_id":${JSON.stringify(spec.task_id)},"status":${JSON.stringify(head.status)},"trajectory":`
+    yield* trajectoryJson(run, summary)
+    yield `,"timing":${JSON.stringify(timing)},"node_id":${JSON.stringify(state.runner_id)},"error":${JSON.stringify(head.error)},"metadata":${JSON.stringify(spec.metadata ?? {})}}`
   }
   return { status: head.status, error: head.error, summary, chunks: chunks() }
+}
+
+/** The evaluated trajectory as JSON chunks (its metadata after its traces); `summary` filled in at the end. */
+async function* trajectoryJson(run: EvaluatedRun, summary: { reward: number | null; trace_count: number }): AsyncGenerator<string> {
+  yield `{"status":${JSON.stringify(run.head.status)},"traces":[`
+  let first = true
+  for await (const trace of run.traces) {
+    if (!first) yield ','
+    first = false
+    yield* jsonChunks(trace)
+  }
+  const end = run.end()
+  summary.trace_count = end.trace_count
+  summary.reward = end.reward
+  yield `],"metadata":${JSON.stringify(end.metadata)},"error":${JSON.stringify(run.head.error)}}`
+}
+
+/**
+ * An evaluated rollout session's export in `format`, from the same evaluated run as its stored result:
+ * `session_result` is that result, `trajectory` its trajectory, the row formats its traces' rows (each
+ * trace carrying its reward). Starts with one space, as every export (`trajectoryChunks`).
+ */
+export async function* evaluatedExportChunks(
+  format: TrajectoryFormat,
+  sessionId: string,
+  log: CompletionLog,
+  state: LifecycleState,
+  timing: SessionTiming,
+): AsyncGenerator<string> {
+  yield ' '
+  if (format === 'session_result') {
+    yield* (await streamRunResult(sessionId, log, state, timing)).chunks
+    return
+  }
+  const run = await evaluatedRun(sessionId, log, state, Number.POSITIVE_INFINITY)
+  if (format === 'trajectory') {
+    yield* trajectoryJson(run, { reward: null, trace_count: 0 })
+    return
+  }
+  yield* rowChunks(format, run.head, run.traces)
+}
+
+/** The stand-in `SessionResult` of a session whose result could not be handed off, in `format`. */
+export function* resultExportChunks(format: TrajectoryFormat, result: SessionResult): Generator<string> {
+  yield ' '
+  if (format === 'session_result') yield JSON.stringify(result)
+  else if (format === 'trajectory') yield JSON.stringify(result.trajectory)
+  else for (const row of rowsOf(format, result.trajectory)) yield `${JSON.stringify(row)}\n`
 }
 
 function emptyShell(trajectory: Trajectory): Shell {

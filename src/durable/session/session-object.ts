@@ -18,7 +18,7 @@ import { type PartBucket, writeChunks } from './r2-part-writer.ts'
 import { contentTypeOf, type StreamSummary, type TrajectoryFormat, trajectoryChunks } from './trajectory-stream.ts'
 import { type Admission, SessionRollout } from './session-rollout.ts'
 import type { StoredResult } from './result-stream.ts'
-import type { LifecycleOutcome, LifecycleSpec, LifecycleState, RunnerUpstream } from './session-lifecycle.ts'
+import { type LifecycleOutcome, type LifecycleSpec, type LifecycleState, type RunnerUpstream, TERMINAL } from './session-lifecycle.ts'
 import type { AgentResult, RunnerSessionStatus } from '../../contract/runner-protocol.ts'
 import type { EvalResult, SessionResult } from '../../contract/trajectory.ts'
 import { INFERENCE_GATE_NAME, RUNNER_HUB_NAME } from '../runner/names.ts'
@@ -29,11 +29,43 @@ export interface SessionSummary {
   completion_count: number
   storage: StorageStats
   finalized: SessionFinalization | null
+  /** The rollout lifecycle status; null for a bare capture session. */
+  rollout_status: string | null
 }
 
 export interface TrajectoryRequest {
   builder: BuilderName
   config?: Record<string, unknown>
+}
+
+/** A trajectory export's request: without a builder, a rollout session's own (the task's), else prefix_merging. */
+export interface TrajectoryExportRequest {
+  builder?: BuilderName
+  config?: Record<string, unknown>
+  format?: TrajectoryFormat
+}
+
+/**
+ * Whether an export carries the evaluation: `evaluated` (a terminal rollout session asked with its task's
+ * builder: the task's result), `not_evaluated` (a bare capture session: nothing evaluates it), `pending`
+ * (a rollout session not evaluated yet), `other_builder` (evaluated, but asked with another builder or config:
+ * the traces differ from those the rewards belong to). All but `evaluated` have `reward: null` traces.
+ */
+export type TrajectoryEvaluation = 'evaluated' | 'not_evaluated' | 'pending' | 'other_builder'
+
+export interface TrajectoryExport {
+  contentType: string
+  body: ReadableStream<Uint8Array>
+  evaluation: TrajectoryEvaluation
+  /** The rollout lifecycle status; null for a bare capture session. */
+  rollout_status: string | null
+  /** The rollout task's builder (the one the rewards belong to); null for a bare capture session. */
+  builder: BuilderName | null
+}
+
+/** Builder configs compare as JSON, absent as empty. */
+function sameConfig(a: Record<string, unknown> | undefined, b: Record<string, unknown> | undefined): boolean {
+  return JSON.stringify(a ?? {}) === JSON.stringify(b ?? {})
 }
 
 /**
@@ -121,16 +153,46 @@ export class SessionObject extends DurableObject<Env> {
     const config = this.#store.config()
     if (!config) return null
     const log = this.#requireLog()
-    return { config, completion_count: log.count(), storage: log.stats(), finalized: this.#store.finalization() }
+    return {
+      config,
+      completion_count: log.count(),
+      storage: log.stats(),
+      finalized: this.#store.finalization(),
+      rollout_status: this.#rolloutSide().lifecycle()?.status ?? null,
+    }
   }
 
   /**
    * The trajectory (or a trainer export of it) as a byte stream, built from the durable log while it is
-   * read: no RPC answer limit, no whole-trajectory string (`trajectory-stream.ts`).
+   * read: no RPC answer limit, no whole-trajectory string (`trajectory-stream.ts`). An evaluated rollout
+   * session's export is its evaluated result (rewards, evaluation, training filter: the task's result,
+   * `result-stream.ts`) when asked with the task's builder (the default for a rollout session); otherwise
+   * it is rebuilt from the capture log, rewards null, and `evaluation` says why.
    */
-  trajectoryStream(request: TrajectoryRequest & { format?: TrajectoryFormat }): { contentType: string; body: ReadableStream<Uint8Array> } {
+  trajectoryStream(request: TrajectoryExportRequest): TrajectoryExport {
     const config = this.#requireConfig()
-    const chunks = trajectoryChunks(this.#requireLog(), request, this.#sessionInfo(config))
+    const format = request.format ?? 'trajectory'
+    const rollout = this.#rolloutSide()
+    const state = rollout.lifecycle()
+    const spec = state?.spec.builder
+    const builder = request.builder ?? spec?.strategy ?? 'prefix_merging'
+    const builderConfig = request.builder || request.config ? request.config : spec?.config
+    const taskBuilder = spec !== undefined && builder === spec.strategy && sameConfig(builderConfig, spec.config)
+    const evaluated = state && taskBuilder ? rollout.evaluatedExport(format) : null
+    const evaluation: TrajectoryEvaluation = evaluated
+      ? 'evaluated'
+      : !state
+        ? 'not_evaluated'
+        : !TERMINAL.includes(state.status)
+          ? 'pending'
+          : 'other_builder'
+    const chunks =
+      evaluated ??
+      trajectoryChunks(
+        this.#requireLog(),
+        { builder, format, ...(builderConfig ? { config: builderConfig } : {}) },
+        this.#sessionInfo(config),
+      )
     const encoder = new TextEncoder()
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {
@@ -142,7 +204,13 @@ export class SessionObject extends DurableObject<Env> {
         await chunks.return(undefined)
       },
     })
-    return { contentType: contentTypeOf(request.format ?? 'trajectory'), body }
+    return {
+      contentType: contentTypeOf(format),
+      body,
+      evaluation,
+      rollout_status: state?.status ?? null,
+      builder: spec?.strategy ?? null,
+    }
   }
 
   #sessionInfo(config: SessionConfig) {

@@ -34,7 +34,8 @@ import {
   type Transition,
 } from './session-lifecycle.ts'
 import { buildRunTrajectory, evaluate, sessionResult } from './session-result.ts'
-import { type StoredResult, streamRunResult } from './result-stream.ts'
+import { evaluatedExportChunks, resultExportChunks, type StoredResult, streamRunResult } from './result-stream.ts'
+import type { TrajectoryFormat } from './trajectory-stream.ts'
 import { type PartBucket, writeChunks } from './r2-part-writer.ts'
 import { LogReadError } from './log-records.ts'
 import { sessionResultKey } from '../task/task-keys.ts'
@@ -297,6 +298,24 @@ export class SessionRollout {
     const state = this.#lifecycle.state()
     if (!state || !TERMINAL.includes(state.status)) return null
     return (await this.#buildResult(state)).result
+  }
+
+  /**
+   * The terminal result's export in `format` (`result-stream.ts`: the same evaluated run the task's result
+   * is), or null while the session is not yet evaluated (not a rollout session, or still active).
+   */
+  evaluatedExport(format: TrajectoryFormat): AsyncGenerator<string> | null {
+    const state = this.#lifecycle.state()
+    if (!state || !TERMINAL.includes(state.status)) return null
+    const sessionId = this.#deps.config()?.session_id ?? 'unknown'
+    const timing = this.#lifecycle.timing()
+    if (state.error?.startsWith(UNDELIVERABLE)) {
+      const { result } = this.#undeliverable(state, state.error)
+      return (async function* () {
+        yield* resultExportChunks(format, result)
+      })()
+    }
+    return evaluatedExportChunks(format, sessionId, this.#deps.log(), state, timing)
   }
 
   /** Write the terminal result to R2 for the task and say where (null while the session is active). */

@@ -114,17 +114,32 @@ export async function* trajectoryChunks(
     }
     return
   }
-  // Row exports: each row is built from a trajectory whose only trace sits at its own index (a sparse
-  // array: the export functions map over it, so row indices and ids are those of the whole trajectory).
+  summary.trace_count = yield* rowChunks(format, shell, shell.traces)
+}
+
+/** A row format's rows of a whole trajectory. */
+export function rowsOf(format: Exclude<TrajectoryFormat, 'trajectory' | 'session_result'>, trajectory: Trajectory): object[] {
+  return format === 'nemo-gym' ? toNemoGymRows(trajectory) : format === 'sft' ? toSftRows(trajectory) : toSftTokenRows(trajectory)
+}
+
+/**
+ * Row exports (NDJSON) of `traces`, one trace at a time: each trace's rows are built from a trajectory whose
+ * only trace sits at its own index (a sparse array: the export functions map over it, so row indices and ids
+ * are those of the whole trajectory). Returns how many traces went through.
+ */
+export async function* rowChunks(
+  format: Exclude<TrajectoryFormat, 'trajectory' | 'session_result'>,
+  head: Pick<Trajectory, 'status' | 'metadata' | 'error'>,
+  traces: AsyncIterable<Trace>,
+): AsyncGenerator<string, number> {
   let index = 0
-  for await (const trace of shell.traces) {
-    const traces: Trace[] = []
-    traces[index++] = trace
-    const one: Trajectory = { status: shell.status, metadata: shell.metadata, traces, error: shell.error }
-    const rows = format === 'nemo-gym' ? toNemoGymRows(one) : format === 'sft' ? toSftRows(one) : toSftTokenRows(one)
+  for await (const trace of traces) {
+    const one: Trace[] = []
+    one[index++] = trace
+    const rows = rowsOf(format, { status: head.status, metadata: head.metadata, traces: one, error: head.error })
     for (const row of rows) if (row !== undefined) yield `${JSON.stringify(row)}\n`
   }
-  summary.trace_count = index
+  return index
 }
 
 /**

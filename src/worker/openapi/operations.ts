@@ -114,7 +114,8 @@ export const OPERATIONS: readonly Operation[] = [
     path: '/v1/sessions/:id/trajectory',
     auth: 'admin',
     tag: 'sessions',
-    summary: 'trajectory rebuilt from the durable log, or a trainer export (`format`)',
+    summary:
+      "trajectory rebuilt from the durable log, or a trainer export (`format`); an evaluated rollout session's carries its evaluation (`x-rollgate-evaluation`)",
     query: z.object({
       builder: z.string().optional(),
       config: z.string().optional().describe('builder config, a JSON object'),

@@ -142,12 +142,17 @@ export const trajectoryQuerySchema = z.object({
   ),
 })
 
+/** `GET …/trajectory`: without `builder`, a rollout session's own (its task's, the one its rewards belong to), else prefix_merging. */
+export const trajectoryGetQuerySchema = trajectoryQuerySchema.extend({ builder: builderNameSchema.optional() })
+
 function trajectoryQuery(query: Record<string, string>) {
   let config: unknown
   if (query.config !== undefined) {
     config = parseJsonWithinLimits(query.config, 'config')
   }
-  return checkBuilderConfig(parseOrThrow(trajectoryQuerySchema, { ...query, config }))
+  const parsed = parseOrThrow(trajectoryGetQuerySchema, { ...query, config })
+  if (parsed.builder === undefined && parsed.config !== undefined) builderConfigOrThrow('prefix_merging', parsed.config)
+  return parsed.builder === undefined ? parsed : checkBuilderConfig({ ...parsed, builder: parsed.builder })
 }
 
 /** Reject a bad builder config with a 400 naming the key here, before the session does any work. */
@@ -156,18 +161,24 @@ function checkBuilderConfig<T extends { builder: BuilderName; config?: Record<st
   return request
 }
 
-/** Trajectory of a session (`?builder=per_request|prefix_merging&config={…}&format=…`). */
+/**
+ * Trajectory of a session (`?builder=per_request|prefix_merging&config={…}&format=…`). An evaluated rollout
+ * session's carries its evaluation (its task's result); `x-rollgate-evaluation` says whether it does
+ * (`TrajectoryEvaluation`), `x-rollgate-rollout-status` the rollout status and `x-rollgate-builder` its task's builder (absent for a bare session).
+ */
 adminSessions.get('/:id/trajectory', async (c) => {
   const query = trajectoryQuery(c.req.query())
   const stub = sessionStub(c.env, c.req.param('id'))
   const summary = await stub.summary()
   if (!summary) throw new GatewayError(404, 'not_found', `session ${c.req.param('id')} not found`)
-  // Streamed, never one string: from R2 when finalize wrote this very trajectory, else built while it is sent.
+  // Streamed, never one string: from R2 when finalize wrote this very trajectory (a bare session: a rollout
+  // session's export is its evaluated result), else built while it is sent.
   const stored = summary.finalized
   if (
     query.format === 'trajectory' &&
     stored &&
-    stored.builder === query.builder &&
+    summary.rollout_status === null &&
+    stored.builder === (query.builder ?? 'prefix_merging') &&
     JSON.stringify(stored.config ?? null) === JSON.stringify(query.config ?? null)
   ) {
     const body = await rangedObjectBody(c.env.BLOBS, stored.trajectory_key)
@@ -175,15 +186,22 @@ adminSessions.get('/:id/trajectory', async (c) => {
       return c.body(body, 200, {
         'content-type': 'application/json',
         'x-rollgate-trajectory-key': stored.trajectory_key,
+        'x-rollgate-evaluation': 'not_evaluated',
         ...STREAM_HEADERS,
       })
   }
-  const { contentType, body } = await stub.trajectoryStream({
-    builder: query.builder,
+  const exported = await stub.trajectoryStream({
     format: query.format,
+    ...(query.builder ? { builder: query.builder } : {}),
     ...(query.config ? { config: query.config } : {}),
   })
-  return c.body(body, 200, { 'content-type': contentType, ...STREAM_HEADERS })
+  return c.body(exported.body, 200, {
+    'content-type': exported.contentType,
+    'x-rollgate-evaluation': exported.evaluation,
+    ...(exported.rollout_status ? { 'x-rollgate-rollout-status': exported.rollout_status } : {}),
+    ...(exported.builder ? { 'x-rollgate-builder': exported.builder } : {}),
+    ...STREAM_HEADERS,
+  })
 })
 
 /** Build the trajectory and write it to R2; body `{builder?, config?}`. */

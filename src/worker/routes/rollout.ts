@@ -93,9 +93,20 @@ rollout.delete('/rollout/task/:id', requireAdmin, async (c) => {
   return c.json({ ...status, task_id: c.req.param('id'), cancelled: true })
 })
 
+/**
+ * A rollout session's lifecycle, and its evaluation once its result reached the task: `evaluated` (false
+ * while the session runs, is built or evaluated, or while its result is on its way to the task), `reward`
+ * (the task's: mean of the result's non-null trace rewards; null before or when unscored), `result_status`
+ * and `result_path` (the `SessionResult` in R2), and `eval_result` (what the runner's evaluator reported).
+ */
 rollout.get('/rollout/session/:id', requireAdmin, async (c) => {
-  const state = await sessionRolloutStub(c.env, c.req.param('id')).lifecycle()
-  if (!state) throw new GatewayError(404, 'not_found', `rollout session ${c.req.param('id')} not found`)
+  const sessionId = c.req.param('id')
+  const state = await sessionRolloutStub(c.env, sessionId).lifecycle()
+  if (!state) throw new GatewayError(404, 'not_found', `rollout session ${sessionId} not found`)
+  const entry = TERMINAL_SESSION_STATUSES.includes(state.status as (typeof TERMINAL_SESSION_STATUSES)[number])
+    ? (await taskStub(c.env, state.spec.task_id).status(false))?.sessions.find((session) => session.session_id === sessionId)
+    : undefined
+  const resolved = entry?.result_path ? entry : null
   return c.json({
     session_id: c.req.param('id'),
     task_id: state.spec.task_id,
@@ -110,6 +121,11 @@ rollout.get('/rollout/session/:id', requireAdmin, async (c) => {
     agent_deadline: state.agent_deadline,
     agent_result: state.agent_result,
     error: state.error,
+    evaluated: resolved !== null,
+    reward: resolved?.reward ?? null,
+    result_status: resolved?.status ?? null,
+    result_path: resolved?.result_path ?? null,
+    eval_result: state.eval_result,
   })
 })
 
