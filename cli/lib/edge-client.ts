@@ -134,8 +134,7 @@ export class EdgeClient {
    * answer and then for each next chunk, not the whole transfer.
    */
   async *exportStream(sessionId: string, options: ExportRequest, onHeaders?: (headers: Headers) => void): AsyncGenerator<Uint8Array> {
-    const query = new URLSearchParams({ format: options.format })
-    if (options.builder) query.set('builder', options.builder)
+    const query = new URLSearchParams({ ...(options.builder ? { builder: options.builder } : {}), format: options.format })
     if (options.config) query.set('config', JSON.stringify(options.config))
     yield* this.#chunks(`/v1/sessions/${encodeURIComponent(sessionId)}/trajectory?${query}`, '*/*', true, onHeaders)
   }
