@@ -174,6 +174,8 @@ export async function* evaluatedExportChunks(
   timing: SessionTiming,
 ): AsyncGenerator<string> {
   yield ' '
+  // A macrotask, so the first byte leaves before the build (as `trajectoryChunks`: reading the log is synchronous).
+  await new Promise((resolve) => setTimeout(resolve, 0))
   if (format === 'session_result') {
     yield* (await streamRunResult(sessionId, log, state, timing)).chunks
     return
