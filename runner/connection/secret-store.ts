@@ -3,9 +3,10 @@
  * The runner's side of runner identity: the per-runner secret the edge mints on first enrolment
  * (`registered.runner_secret`) is kept in `<state dir>/<runner_id>.secret` (mode 0600) and sent as
  * `x-rollgate-runner-secret` on every later connection. Default state dir: `~/.rollgate/runner`
- * (`--state-dir`, `ROLLGATE_RUNNER_STATE_DIR`).
+ * (`--state-dir`, `ROLLGATE_RUNNER_STATE_DIR`). The edge holds a minted secret as pending until a
+ * connection presents it, and that secret is read from this file: it is written durably first.
  */
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { closeSync, fchmodSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
 
@@ -33,12 +34,24 @@ export class SecretStore {
     }
   }
 
-  /** Atomic write (temp file + rename), owner-only. */
+  /** Durable, atomic write (temp file + fsync + rename + fsync of the directory), owner-only. */
   write(secret: string): void {
     mkdirSync(this.stateDir, { recursive: true, mode: 0o700 })
     const temp = `${this.path}.${process.pid}.tmp`
-    writeFileSync(temp, `${secret}\n`, { mode: 0o600 })
-    chmodSync(temp, 0o600)
+    const fd = openSync(temp, 'w', 0o600)
+    try {
+      fchmodSync(fd, 0o600)
+      writeSync(fd, `${secret}\n`)
+      fsyncSync(fd)
+    } finally {
+      closeSync(fd)
+    }
     renameSync(temp, this.path)
+    const dir = openSync(this.stateDir, 'r')
+    try {
+      fsyncSync(dir)
+    } finally {
+      closeSync(dir)
+    }
   }
 }

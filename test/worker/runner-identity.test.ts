@@ -52,6 +52,8 @@ describe('runner identity', () => {
   })
 
   it('refuses a takeover (missing or wrong secret) with 401 and leaves the live connection alone', async () => {
+    await TestRunner.start('ident-owner')
+    // The owner reconnects presenting its secret: that confirms the enrolment.
     const owner = await TestRunner.start('ident-owner')
     for (const secret of [null, 'not-the-secret', `${runnerSecrets.get('ident-owner')}x`]) {
       const res = await connectRaw('ident-owner', secret)
@@ -67,6 +69,36 @@ describe('runner identity', () => {
     expect(session.task_id).toBe('ident-t1')
     await cancelTask('ident-t1')
     owner.close()
+  })
+
+  it('a link dropped after registered but before the secret was presented: the token alone enrols again', async () => {
+    const first = await TestRunner.connect('ident-blip', RUNNER_TOKEN, null)
+    register(first)
+    const lost = (await first.next('registered')).runner_secret
+    expect(lost).toBeTruthy()
+    // While that connection is live, another token-only enrolment waits (409), as before.
+    expect((await connectRaw('ident-blip', null)).status).toBe(409)
+    first.close()
+    await eventually(async () => expect(first.closed).toBe(true))
+    // The runner never kept the secret (the link dropped, or it died before writing its file).
+    const again = await TestRunner.connect('ident-blip', RUNNER_TOKEN, null)
+    register(again)
+    const fresh = (await again.next('registered')).runner_secret
+    expect(fresh).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    expect(fresh).not.toBe(lost)
+    again.close()
+    await eventually(async () => expect(again.closed).toBe(true))
+    // The stale pending secret was replaced: it no longer opens the id, the new one does (and confirms it).
+    expect((await connectRaw('ident-blip', lost ?? null)).status).toBe(401)
+    const confirmed = await TestRunner.connect('ident-blip', RUNNER_TOKEN, fresh ?? null)
+    register(confirmed)
+    expect((await confirmed.next('registered')).runner_secret).toBeUndefined()
+    confirmed.close()
+    await eventually(async () => expect(confirmed.closed).toBe(true))
+    // Confirmed: the shared token alone is refused now, even with no connection live.
+    const refused = await connectRaw('ident-blip', null)
+    expect(refused.status).toBe(401)
+    expect(refused.webSocket).toBeNull()
   })
 
   it('answers 409 to a second enrolment of an id whose first connection has not registered yet', async () => {

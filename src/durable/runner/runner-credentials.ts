@@ -6,6 +6,12 @@
  * and are checked here, in constant time over the hashes, before any socket is accepted or touched.
  * Kept apart from `hub_runners` (schema in `runner-registry.ts`) so a credential outlives a runner
  * that was declared lost; an admin can forget one so a host that lost its state can enrol again.
+ *
+ * Two-phase enrolment: a minted secret is *pending* until a connection of that id presents it (the
+ * runner reads it from the file it wrote, so presenting it proves it was kept). While pending, a
+ * connection with only the shared token enrols afresh (a new secret replaces the pending one): a link
+ * that dropped after `registered` was sent, or a runner that died before writing its file, needs no
+ * human. Once confirmed, the shared token alone is refused as before.
  */
 import { bytesToBase64Url } from '../../contract/base64url.ts'
 import type { Sql } from '../session/sql.ts'
@@ -25,7 +31,11 @@ function sameHash(a: string, b: string): boolean {
   return diff === 0
 }
 
-export type CredentialCheck = 'none' | 'valid' | 'invalid'
+/**
+ * `none`: no credential (enrol). `pending`: minted but never presented, and no secret sent (enrol
+ * again). `valid`: the runner's secret (confirms a pending one). `invalid`: refused.
+ */
+export type CredentialCheck = 'none' | 'pending' | 'valid' | 'invalid'
 
 export class RunnerCredentials {
   readonly #sql: Sql
@@ -36,25 +46,29 @@ export class RunnerCredentials {
   }
 
   has(runnerId: string): boolean {
-    return this.#hash(runnerId) !== null
+    return this.#row(runnerId) !== null
   }
 
-  /** `none`: no credential yet (enrolment); otherwise whether `secret` is the runner's. */
+  /** Check `secret` for `runnerId`; presenting a pending secret confirms it. */
   async check(runnerId: string, secret: string | null): Promise<CredentialCheck> {
-    const stored = this.#hash(runnerId)
+    const stored = this.#row(runnerId)
     if (stored === null) return 'none'
     // Hash even a missing secret so a refusal takes the same time either way.
     const presented = await sha256Hex(secret ?? '')
-    return secret !== null && sameHash(presented, stored) ? 'valid' : 'invalid'
+    if (secret !== null && sameHash(presented, stored.secret_sha256)) {
+      if (!stored.confirmed) this.#sql.run('UPDATE hub_runner_credentials SET confirmed = 1 WHERE runner_id = ?', runnerId)
+      return 'valid'
+    }
+    return secret === null && !stored.confirmed ? 'pending' : 'invalid'
   }
 
-  /** Mint a new secret for `runnerId` (replacing any), store its hash, return the secret (shown once). */
+  /** Mint a pending secret for `runnerId` (replacing any), store its hash, return the secret (shown once). */
   async mint(runnerId: string, now: number): Promise<string> {
     const secret = bytesToBase64Url(crypto.getRandomValues(new Uint8Array(RUNNER_SECRET_BYTES)))
     const hash = await sha256Hex(secret)
     this.#sql.run(
-      `INSERT INTO hub_runner_credentials (runner_id, secret_sha256, enrolled_at) VALUES (?, ?, ?)
-       ON CONFLICT (runner_id) DO UPDATE SET secret_sha256 = excluded.secret_sha256, enrolled_at = excluded.enrolled_at`,
+      `INSERT INTO hub_runner_credentials (runner_id, secret_sha256, enrolled_at, confirmed) VALUES (?, ?, ?, 0)
+       ON CONFLICT (runner_id) DO UPDATE SET secret_sha256 = excluded.secret_sha256, enrolled_at = excluded.enrolled_at, confirmed = 0`,
       runnerId,
       hash,
       now,
@@ -69,10 +83,11 @@ export class RunnerCredentials {
     return had
   }
 
-  #hash(runnerId: string): string | null {
-    return (
-      this.#sql.first<{ secret_sha256: string }>('SELECT secret_sha256 FROM hub_runner_credentials WHERE runner_id = ?', runnerId)
-        ?.secret_sha256 ?? null
+  #row(runnerId: string): { secret_sha256: string; confirmed: boolean } | null {
+    const row = this.#sql.first<{ secret_sha256: string; confirmed: number }>(
+      'SELECT secret_sha256, confirmed FROM hub_runner_credentials WHERE runner_id = ?',
+      runnerId,
     )
+    return row ? { secret_sha256: row.secret_sha256, confirmed: row.confirmed !== 0 } : null
   }
 }

@@ -16,8 +16,8 @@
  * `error.code` names it).
  * Runner identity (`runner-credentials.ts`, kept by the hub): the per-runner secret is checked before a
  * socket is accepted or a live one touched. Enrolled id without the right secret → 401 (the live
- * connection stays); connected but not enrolled yet → 409; no credential → accepted, and its
- * registration mints the secret.
+ * connection stays); connected but not enrolled yet → 409; no credential, or one minted but never
+ * presented (pending) and no secret sent → accepted, and its registration mints the secret.
  */
 import { DurableObject } from 'cloudflare:workers'
 import { logError } from '../../contract/log.ts'
@@ -43,7 +43,7 @@ export const DEFAULT_TUNNEL_TIMEOUT_MS = 900_000
 interface Attachment {
   runner_id: string
   registered: boolean
-  /** Accepted without a secret (the id had none): the registration mints one. */
+  /** Accepted without a secret (the id had none, or only a pending one): the registration mints one. */
   enrolling?: boolean
   /** This link's id for the socket (a new one per accepted connection); the hub addresses assignments with it. */
   connection?: string
@@ -165,8 +165,10 @@ export class RunnerLink extends DurableObject<Env> {
     if (verdict === 'invalid') {
       return jsonError(401, `runner ${runnerId} is enrolled: send its per-runner secret in the ${RUNNER_SECRET_HEADER} header`)
     }
+    // `pending`: minted but never presented (the link dropped, or the runner died, before it kept it): enrol again.
+    const enrolling = verdict === 'none' || verdict === 'pending'
     const live = this.#sockets()
-    if (verdict === 'none' && live.length) {
+    if (enrolling && live.length) {
       return jsonError(409, `runner ${runnerId} is connected but not enrolled yet: retry once that connection has registered or closed`)
     }
     // A new connection replaces an old one of the same runner (reconnect after a network blip).
@@ -182,7 +184,7 @@ export class RunnerLink extends DurableObject<Env> {
     this.ctx.acceptWebSocket(server, [runnerId])
     this.#socket = server
     const connection = crypto.randomUUID()
-    this.#setAttachment(server, { runner_id: runnerId, registered: false, enrolling: verdict === 'none', connection })
+    this.#setAttachment(server, { runner_id: runnerId, registered: false, enrolling, connection })
     // Before the runner can send anything on it: the hub sends assignments to this connection from now on.
     await this.#inOrder(runnerId, 'open', () => this.#hub().linkOpened(runnerId, connection))
     return new Response(null, { status: 101, webSocket: client })

@@ -55,6 +55,9 @@ const MIGRATIONS: readonly string[] = [
   // Admin drains (`DELETE /rollout/runners/:id`): apart from hub_runners, so they hold across reconnects, a
   // restarted runner process and a runner declared lost, until `POST /rollout/runners/:id/resume`.
   'CREATE TABLE IF NOT EXISTS hub_cordons (runner_id TEXT PRIMARY KEY, cordoned_at INTEGER NOT NULL)',
+  // Two-phase enrolment (`runner-credentials.ts`): a minted secret is pending (0) until a connection presents it.
+  // Credentials from before this column count as confirmed.
+  'ALTER TABLE hub_runner_credentials ADD COLUMN confirmed INTEGER NOT NULL DEFAULT 1',
 ]
 
 /** Task states kept for the overview (oldest dropped beyond this). */

@@ -197,6 +197,27 @@ describe('edge connection', () => {
     expect(edge.connections[1]?.registers[0]).toMatchObject({ sessions: [{ session_id: 'ses_1', status: 'RUNNING' }] })
   })
 
+  it('a link dropped right after enrolment: the secret is on disk before the reconnect presents it (confirms it)', async () => {
+    const edge = await fakeEdge({ secret: 'minted-secret' })
+    const dir = stateDir()
+    const file = join(dir, 'r1.secret')
+    // What the file held when each later upgrade arrived: presenting the secret is what confirms it at the edge.
+    const onDisk: (string | null)[] = []
+    edge.wss.on('headers', () => onDisk.push(new SecretStore(dir, 'r1').read()))
+    edge.wss.on('connection', (ws) => {
+      ws.on('message', (data) => {
+        if (JSON.parse(String(data)).type === 'register' && edge.connections.length === 1) setImmediate(() => ws.terminate())
+      })
+    })
+    const { conn, registeredCount } = connection(edge.port, dir)
+    conn.start()
+    await until(() => registeredCount() === 2, 'registration after the drop')
+    expect(edge.connections[0]?.secret).toBeUndefined()
+    expect(edge.connections[1]?.secret).toBe('minted-secret')
+    expect(onDisk[1]).toBe('minted-secret')
+    expect(readFileSync(file, 'utf8').trim()).toBe('minted-secret')
+  })
+
   it('a rejected secret (401 from the runner link) stops at the first attempt, naming the secret file and the reset', async () => {
     const edge = await fakeEdge({ secret: 'x', rejectSecret: 'stale' })
     const dir = stateDir()
