@@ -415,16 +415,7 @@ export class HubCoordinator {
       else if (row.state === 'assigned') registry.setState(row.session_id, 'acked')
     }
     for (const sessionId of reported.keys()) drop.push(sessionId)
-    this.#deps.send(runnerId, {
-      type: 'registered',
-      protocol_version: RUNNER_PROTOCOL_VERSION,
-      runner_id: runnerId,
-      heartbeat_interval_ms: this.#deps.heartbeatIntervalMs,
-      reconnect_grace_ms: this.#deps.graceMs,
-      keep,
-      drop,
-      ...(runnerSecret === undefined ? {} : { runner_secret: runnerSecret }),
-    })
+    this.#registered(runnerId, keep, drop, runnerSecret)
     this.#event({ type: 'runner.registered', runner_id: runnerId, at: this.#iso() })
     // An admin drain holds across connections: the runner hears again that it gets nothing new.
     this.#maybeDrained(runnerId)
@@ -443,18 +434,25 @@ export class HubCoordinator {
     const { registry } = this.#deps
     registry.updateRunner(runnerId, message.capacity, message.upstream, message.labels, this.#deps.now(), message.evaluators ?? null)
     const held = new Set(registry.sessionsOf(runnerId).map((row) => row.session_id))
+    const keep = message.sessions.flatMap((entry) => (held.has(entry.session_id) ? [entry.session_id] : []))
+    this.#registered(runnerId, keep, [])
+    // It may serve a model now, or take more: queued sessions may fit.
+    this.#kick()
+    return true
+  }
+
+  /** The edge's answer to a `register`: which listed sessions the runner keeps and drops, and its secret once. */
+  #registered(runnerId: string, keep: string[], drop: string[], runnerSecret?: string): void {
     this.#deps.send(runnerId, {
       type: 'registered',
       protocol_version: RUNNER_PROTOCOL_VERSION,
       runner_id: runnerId,
       heartbeat_interval_ms: this.#deps.heartbeatIntervalMs,
       reconnect_grace_ms: this.#deps.graceMs,
-      keep: message.sessions.flatMap((entry) => (held.has(entry.session_id) ? [entry.session_id] : [])),
-      drop: [],
+      keep,
+      drop,
+      ...(runnerSecret === undefined ? {} : { runner_secret: runnerSecret }),
     })
-    // It may serve a model now, or take more: queued sessions may fit.
-    this.#kick()
-    return true
   }
 
   async #ack(runnerId: string, sessionId: string, accepted: boolean, reason: string | null): Promise<void> {

@@ -131,6 +131,22 @@ const EMPTY_METRICS: StageMetrics = {
   postrun_inflight: 0,
 }
 
+/** What a runner offers, as stored: capacity (with its READY buffer filled in), engine, labels, evaluators. */
+function offerColumns(
+  capacity: RunnerCapacity,
+  upstream: RunnerRow['upstream'],
+  labels: Record<string, string>,
+  evaluators: readonly string[] | null,
+): { capacity: string; upstream: string | null; labels: string; evaluators: string | null } {
+  const full: Required<RunnerCapacity> = { ...capacity, ready_buffer: capacity.ready_buffer ?? capacity.max_run_workers }
+  return {
+    capacity: JSON.stringify(full),
+    upstream: upstream ? JSON.stringify(upstream) : null,
+    labels: JSON.stringify(labels),
+    evaluators: evaluators ? JSON.stringify(evaluators) : null,
+  }
+}
+
 function runnerFromRow(row: Row): RunnerRow {
   return {
     runner_id: row.runner_id as string,
@@ -196,7 +212,7 @@ export class RunnerRegistry {
     evaluators: readonly string[] | null = null,
     connection: string | null = null,
   ): RunnerRow {
-    const full: Required<RunnerCapacity> = { ...capacity, ready_buffer: capacity.ready_buffer ?? capacity.max_run_workers }
+    const offer = offerColumns(capacity, upstream, labels, evaluators)
     // `draining` is the runner's own (it says `drain` again on each connection); an admin drain is in hub_cordons.
     this.#sql.run(
       `INSERT INTO hub_runners (runner_id, capacity, upstream, metrics, labels, evaluators, draining, connected, registered_at, last_seen, disconnected_at, reservations, connection)
@@ -205,11 +221,11 @@ export class RunnerRegistry {
          evaluators = excluded.evaluators, draining = 0, connected = 1, last_seen = excluded.last_seen, disconnected_at = NULL, reservations = 0,
          connection = excluded.connection`,
       runnerId,
-      JSON.stringify(full),
-      upstream ? JSON.stringify(upstream) : null,
+      offer.capacity,
+      offer.upstream,
       JSON.stringify(EMPTY_METRICS),
-      JSON.stringify(labels),
-      evaluators ? JSON.stringify(evaluators) : null,
+      offer.labels,
+      offer.evaluators,
       now,
       now,
       connection,
@@ -229,13 +245,13 @@ export class RunnerRegistry {
     now: number,
     evaluators: readonly string[] | null = null,
   ): void {
-    const full: Required<RunnerCapacity> = { ...capacity, ready_buffer: capacity.ready_buffer ?? capacity.max_run_workers }
+    const offer = offerColumns(capacity, upstream, labels, evaluators)
     this.#sql.run(
       'UPDATE hub_runners SET capacity = ?, upstream = ?, labels = ?, evaluators = ?, last_seen = ? WHERE runner_id = ?',
-      JSON.stringify(full),
-      upstream ? JSON.stringify(upstream) : null,
-      JSON.stringify(labels),
-      evaluators ? JSON.stringify(evaluators) : null,
+      offer.capacity,
+      offer.upstream,
+      offer.labels,
+      offer.evaluators,
       now,
       runnerId,
     )
