@@ -274,8 +274,13 @@ describe('rollout with runners over WebSockets', () => {
     const session = await owner.take('it-task-takeover')
     await waitStatus(session.session_id, 'RUNNING')
 
-    // The impostor holds the shared runner token (one compromised host) but not victim's secret.
-    for (const secret of [undefined, 'guessed-secret']) {
+    // The impostor holds the shared runner token (one compromised host) but not victim's secret. The owner is on
+    // its first connection, its secret still pending (confirmed by its next connect, `docs/runner.md`): the token
+    // alone is refused while that connection is live (409), a wrong secret always (401).
+    for (const [secret, refusal] of [
+      [undefined, /HTTP 409/],
+      ['guessed-secret', /HTTP 401/],
+    ] as const) {
       const impostor = new RunnerClient({
         edgeUrl: edge.url,
         token: RUNNER_TOKEN,
@@ -284,7 +289,7 @@ describe('rollout with runners over WebSockets', () => {
         reconnect: false,
         ...(secret ? { secret } : {}),
       })
-      await expect(impostor.start()).rejects.toThrow(/HTTP 401/)
+      await expect(impostor.start()).rejects.toThrow(refusal)
       await impostor.shutdown()
     }
     // The real victim was not touched: same connection, still RUNNING, still answering its session's calls.
