@@ -11,7 +11,7 @@ import { createServer, type Server } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import OpenAI from 'openai'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { RolloutStatus, TaskStatus } from '../../src/contract/rollout.ts'
 import type { SessionAssignment } from '../../src/contract/runner-protocol.ts'
 import type { TaskResult } from '../../src/contract/trajectory.ts'
@@ -141,8 +141,13 @@ beforeAll(async () => {
   edge = await startEdge({ persistTo, vars })
 })
 
+// Each test's runners end with it, passed or failed: a runner a failed test left connected would take the next
+// test's sessions and fail it too.
+afterEach(async () => {
+  for (const client of runners.splice(0)) await client.shutdown().catch(() => {})
+})
+
 afterAll(async () => {
-  for (const client of runners) await client.shutdown().catch(() => {})
   await edge?.stop()
   await engine?.close()
   await new Promise<void>((resolve) => (trainer ? trainer.close(() => resolve()) : resolve()))
