@@ -9,6 +9,7 @@ import { register as generateSft } from './generate-sft.ts'
 import { register as passthrough } from './passthrough.ts'
 import { register as replay } from './replay.ts'
 import { register as runner } from './runner.ts'
+import { register as runners } from './runners.ts'
 import { register as sessions } from './sessions.ts'
 import { register as status } from './status.ts'
 import { register as submit } from './submit.ts'
@@ -25,5 +26,6 @@ export const COMMANDS: readonly RegisterCommand[] = [
   gate,
   replay,
   runner,
+  runners,
   generateSft,
 ]

@@ -87,5 +87,7 @@ function nextStep(error: EdgeError): string {
     return `\n  is the edge running? \`npm run dev:stack\` starts one on ${DEFAULT_EDGE_URL}; another edge: --edge <url> or ROLLGATE_EDGE_URL`
   if (error.status === 401 && /admin token/.test(error.message))
     return `\n  pass the edge's ROLLGATE_ADMIN_TOKEN with --admin-token or ROLLGATE_ADMIN_TOKEN (npm run dev / dev:stack: ${DEFAULT_ADMIN_TOKEN} unless ROLLGATE_ADMIN_TOKEN was set)`
+  if (error.status === 404 && /\/rollout\/runners\//.test(error.message))
+    return '\n  `rollgate runners list` shows the runner ids this edge knows'
   return ''
 }

@@ -3,7 +3,7 @@
  * A small typed client of the edge's admin and rollout API, shared by the `rollgate` commands and the
  * demo. Errors carry the edge's own message (`{error: {message}}` in OpenAI shape) and the HTTP status.
  */
-import type { RolloutStatus, TaskRequestInput, TaskStatus, TaskSubmitResponse } from '../../src/contract/rollout.ts'
+import type { RolloutStatus, RunnerList, TaskRequestInput, TaskStatus, TaskSubmitResponse } from '../../src/contract/rollout.ts'
 
 export class EdgeError extends Error {
   readonly status: number
@@ -97,6 +97,21 @@ export class EdgeClient {
 
   rolloutStatus(): Promise<RolloutStatus> {
     return this.json('GET', '/rollout/status')
+  }
+
+  /** `GET /rollout/runners`: every runner id the edge knows (registered, enrolled, or drained by an admin). */
+  runners(): Promise<RunnerList> {
+    return this.json('GET', '/rollout/runners')
+  }
+
+  /** Admin drain (a cordon until `resumeRunner`); EdgeError 404 for an id the edge has never seen. */
+  drainRunner(runnerId: string): Promise<{ runner_id: string; draining: boolean }> {
+    return this.json('DELETE', `/rollout/runners/${encodeURIComponent(runnerId)}`)
+  }
+
+  /** Undo an admin drain; `draining` stays true while the runner drains itself (SIGTERM). */
+  resumeRunner(runnerId: string): Promise<{ runner_id: string; draining: boolean }> {
+    return this.json('POST', `/rollout/runners/${encodeURIComponent(runnerId)}/resume`)
   }
 
   session(sessionId: string): Promise<Record<string, unknown>> {

@@ -353,6 +353,49 @@ export const runnerInfoSchema = z.object({
 })
 export type RunnerInfo = z.infer<typeof runnerInfoSchema>
 
+/** One stage's slots as `GET /rollout/runners` lists them: in use (and queued, where the stage queues) of the most. */
+const slotsSchema = z.object({ inflight: z.number().int(), max: z.number().int() })
+
+/**
+ * `GET /rollout/runners`: one runner id the edge knows. `state`: `connected`; `disconnected` (registered, its socket
+ * gone, within its grace: its sessions are held); `absent` (not registered now: it left, was declared lost, or has
+ * not connected since it enrolled; listed for its credential or its admin drain). `accepting`: it takes new sessions
+ * now (connected, healthy, neither draining nor cordoned). `draining`: the runner's own drain (SIGTERM);
+ * `cordoned`: an admin drain, held until resumed. `credential`: `pending` until a connection presents the secret.
+ */
+export const runnerEntrySchema = z.object({
+  runner_id: z.string(),
+  state: z.enum(['connected', 'disconnected', 'absent']),
+  accepting: z.boolean(),
+  healthy: z.boolean(),
+  draining: z.boolean(),
+  cordoned: z.boolean(),
+  cordoned_at: z.string().nullable(),
+  credential: z.enum(['none', 'pending', 'confirmed']),
+  /** Null when absent. */
+  slots: z
+    .object({
+      init: slotsSchema.extend({ queued: z.number().int() }),
+      ready: z.object({ depth: z.number().int(), max: z.number().int() }),
+      run: slotsSchema,
+      postrun: slotsSchema.extend({ queued: z.number().int() }),
+    })
+    .nullable(),
+  sessions: z.number().int(),
+  reservations: z.number().int(),
+  connection: z.object({
+    /** The link's id of the runner's socket (null: absent, or not told). */
+    id: z.string().nullable(),
+    last_heartbeat: z.string().nullable(),
+    disconnected_at: z.string().nullable(),
+  }),
+  upstream: runnerInfoSchema.shape.upstream,
+})
+export type RunnerEntry = z.infer<typeof runnerEntrySchema>
+
+export const runnerListSchema = z.object({ runners: z.array(runnerEntrySchema) })
+export type RunnerList = z.infer<typeof runnerListSchema>
+
 /** `GET /rollout/status`: Polar's shape (`tasks`, `pipeline`, `nodes.nodes`). */
 export const rolloutStatusSchema = z.object({
   tasks: z.record(z.string(), taskStatusSchema),

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import OpenAI from 'openai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { RolloutStatus, TaskStatus } from '../../src/contract/rollout.ts'
+import type { RolloutStatus, RunnerList, TaskStatus } from '../../src/contract/rollout.ts'
 import type { SessionAssignment } from '../../src/contract/runner-protocol.ts'
 import { type EngineHandle, startEngine } from '../../engine/server.ts'
 import { type EdgeProcess, freePort, startEdge } from '../../scripts/lib/processes.ts'
@@ -355,5 +355,55 @@ describe('rollgate CLI', () => {
     const notRecords = await rollgate(['replay', '--records', polarFile])
     expect(notRecords.code).toBe(2)
     expect(notRecords.stderr).toContain('completion [0] is not a completion record (no prompt_token_ids)')
+  })
+
+  it("runners list / drain / resume: the registry, an admin drain held until resumed; an unknown id or a non-admin key fails with the edge's error", async () => {
+    const entry = async () => {
+      const listed = await rollgate(['runners', 'list', '--json'])
+      expect(listed.code).toBe(0)
+      return (JSON.parse(listed.stdout) as RunnerList).runners.find((runner) => runner.runner_id === 'cli-runner')
+    }
+    expect(await entry()).toMatchObject({ state: 'connected', healthy: true, accepting: true, draining: false, cordoned: false })
+    const human = await rollgate(['runners', 'list'])
+    expect(human.stdout).toMatch(/^runners: 1\n {2}cli-runner {2}connected healthy accepting {2}init 0\/\d+ \(\+0 queued\) ready /)
+    try {
+      const drained = await rollgate(['runners', 'drain', 'cli-runner', '--json'])
+      expect(drained.code).toBe(0)
+      expect(JSON.parse(drained.stdout)).toEqual({ runner_id: 'cli-runner', draining: true })
+      expect(await entry()).toMatchObject({ state: 'connected', accepting: false, cordoned: true, draining: false })
+      expect((await rollgate(['runners', 'list'])).stdout).toMatch(/cli-runner {2}connected healthy cordoned since \d{4}-/)
+      // The runner hears it holds nothing and takes nothing new.
+      await eventually(async () => expect(runner.received.some((message) => message.type === 'drained')).toBe(true))
+    } finally {
+      const resumed = await rollgate(['runners', 'resume', 'cli-runner'])
+      expect({ code: resumed.code, stdout: resumed.stdout }).toEqual({
+        code: 0,
+        stdout: 'runner cli-runner resumed: it takes new sessions\n',
+      })
+    }
+    expect(await entry()).toMatchObject({ accepting: true, cordoned: false })
+
+    // An id the edge has never seen: the edge's 404, exit 3, and where to look.
+    const unknown = await rollgate(['runners', 'drain', 'no-such-runner'])
+    expect(unknown.code).toBe(3)
+    expect(unknown.stderr).toBe(
+      'rollgate: DELETE /rollout/runners/no-such-runner → 404: runner no-such-runner not found: it has never registered with this edge ' +
+        '(GET /rollout/runners lists the ids it knows)\n  `rollgate runners list` shows the runner ids this edge knows\n',
+    )
+    expect((await rollgate(['runners', 'resume', 'no-such-runner', '--json'])).code).toBe(3)
+    // A key that is not the admin token (here the runner token): the edge's 401, exit 3, nothing drained.
+    for (const args of [
+      ['runners', 'drain', 'cli-runner'],
+      ['runners', 'list'],
+    ]) {
+      const refused = await rollgate(args, { ROLLGATE_ADMIN_TOKEN: RUNNER_TOKEN })
+      expect(refused.code).toBe(3)
+      expect(refused.stderr).toContain('→ 401: invalid admin token')
+    }
+    expect(await entry()).toMatchObject({ accepting: true, cordoned: false })
+    // No id: a usage error.
+    const missing = await rollgate(['runners', 'drain'])
+    expect(missing.code).toBe(2)
+    expect(missing.stderr).toContain("missing required argument 'id'")
   })
 })

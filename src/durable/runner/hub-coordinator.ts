@@ -11,7 +11,7 @@
  *   them with the partial trajectory (the SessionObject builds it from its durable log).
  */
 import { logError } from '../../contract/log.ts'
-import type { RolloutEvent, RolloutStatus } from '../../contract/rollout.ts'
+import type { RolloutEvent, RolloutStatus, RunnerEntry, RunnerList } from '../../contract/rollout.ts'
 import {
   type EdgeMessage,
   RUNNER_CLOSE,
@@ -118,12 +118,73 @@ export class HubCoordinator {
   }
 
   /**
+   * The registry as an operator reads it (`GET /rollout/runners`): every registered runner, and every id not
+   * registered now that has a credential or an admin drain (`absent`), sorted by id.
+   */
+  runners(): RunnerList {
+    const { registry, credentials } = this.#deps
+    const cordons = registry.cordons()
+    const enrolled = credentials.list()
+    const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+    const entries = new Map<string, RunnerEntry>()
+    for (const runner of registry.runners()) {
+      const healthy = this.#healthy(runner)
+      const cordoned = cordons.has(runner.runner_id)
+      const { capacity, metrics } = runner
+      entries.set(runner.runner_id, {
+        runner_id: runner.runner_id,
+        state: runner.connected ? 'connected' : 'disconnected',
+        accepting: healthy && !runner.draining && !cordoned,
+        healthy,
+        draining: runner.draining,
+        cordoned,
+        cordoned_at: iso(cordons.get(runner.runner_id) ?? null),
+        credential: enrolled.get(runner.runner_id) ?? 'none',
+        slots: {
+          init: { inflight: metrics.init_inflight, max: capacity.max_init_workers, queued: metrics.init_queue_depth },
+          ready: { depth: metrics.ready_depth, max: capacity.ready_buffer },
+          run: { inflight: metrics.run_inflight, max: capacity.max_run_workers },
+          postrun: { inflight: metrics.postrun_inflight, max: capacity.max_postrun_workers, queued: metrics.postrun_queue_depth },
+        },
+        sessions: registry.occupying(runner.runner_id),
+        reservations: runner.reservations,
+        connection: { id: runner.connection, last_heartbeat: iso(runner.last_seen), disconnected_at: iso(runner.disconnected_at) },
+        upstream: runner.upstream,
+      })
+    }
+    for (const runnerId of new Set([...cordons.keys(), ...enrolled.keys()])) {
+      if (entries.has(runnerId)) continue
+      entries.set(runnerId, {
+        runner_id: runnerId,
+        state: 'absent',
+        accepting: false,
+        healthy: false,
+        draining: false,
+        cordoned: cordons.has(runnerId),
+        cordoned_at: iso(cordons.get(runnerId) ?? null),
+        credential: enrolled.get(runnerId) ?? 'none',
+        slots: null,
+        sessions: 0,
+        reservations: 0,
+        connection: { id: null, last_heartbeat: null, disconnected_at: null },
+        upstream: null,
+      })
+    }
+    return { runners: [...entries.values()].sort((a, b) => (a.runner_id < b.runner_id ? -1 : a.runner_id > b.runner_id ? 1 : 0)) }
+  }
+
+  /**
    * Admin drain (Polar `DELETE /nodes/{id}`), a cordon: no new session for this runner id, across its
    * reconnects and a restart of its process, until `resume`. What it holds runs to its end.
+   *
+   * Only an id this edge knows: registered now, or enrolled (a credential: it registered once, and may be
+   * away, restarting or declared lost; the cordon then holds from its next registration on). An id never
+   * seen is `false` (the route's 404): a mistyped id must not answer "draining" while the runner meant
+   * keeps taking work, nor leave a cordon behind that no runner will ever meet.
    */
   async drain(runnerId: string): Promise<boolean> {
-    const runner = this.#deps.registry.runner(runnerId)
-    if (!runner) return false
+    const { registry, credentials } = this.#deps
+    if (!registry.runner(runnerId) && !credentials.has(runnerId) && !registry.cordons().has(runnerId)) return false
     this.#deps.registry.cordon(runnerId, this.#deps.now())
     this.#event({ type: 'runner.draining', runner_id: runnerId, at: this.#iso() })
     this.#maybeDrained(runnerId)

@@ -76,6 +76,12 @@ export class RunnerCredentials {
     return secret
   }
 
+  /** Every enrolled runner id and whether its secret was confirmed (presented by a connection). */
+  list(): Map<string, 'pending' | 'confirmed'> {
+    const rows = this.#sql.all<{ runner_id: string; confirmed: number }>('SELECT runner_id, confirmed FROM hub_runner_credentials')
+    return new Map(rows.map((row) => [row.runner_id, row.confirmed !== 0 ? 'confirmed' : 'pending']))
+  }
+
   /** Forget a runner's credential (admin); false when there was none. */
   forget(runnerId: string): boolean {
     const had = this.has(runnerId)

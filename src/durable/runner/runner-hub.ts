@@ -11,7 +11,7 @@
  * Runner identity (`runner-credentials.ts`): the link asks `checkCredential` before accepting a socket.
  */
 import { DurableObject } from 'cloudflare:workers'
-import type { RolloutEvent, RolloutStatus } from '../../contract/rollout.ts'
+import type { RolloutEvent, RolloutStatus, RunnerList } from '../../contract/rollout.ts'
 import type { EdgeMessage, RunnerMessage } from '../../contract/runner-protocol.ts'
 import type { TaskStatusValue } from '../../contract/trajectory.ts'
 import { createSessionToken } from '../../contract/session-token.ts'
@@ -35,6 +35,7 @@ export interface RunnerHubRpc {
   publish(event: RolloutEvent): Promise<void>
   taskState(taskId: string, status: TaskStatusValue): Promise<void>
   status(): Promise<RolloutStatus>
+  runners(): Promise<RunnerList>
   drain(runnerId: string): Promise<boolean>
   resume(runnerId: string): Promise<{ draining: boolean } | null>
   forgetCredential(runnerId: string): Promise<boolean>
@@ -131,6 +132,11 @@ export class RunnerHub extends DurableObject<Env> {
 
   status(): RolloutStatus {
     return this.#coordinator.status()
+  }
+
+  /** Admin: the registry, cordons and credentials (`GET /rollout/runners`). */
+  runners(): RunnerList {
+    return this.#coordinator.runners()
   }
 
   drain(runnerId: string): Promise<boolean> {

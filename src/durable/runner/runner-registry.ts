@@ -298,6 +298,12 @@ export class RunnerRegistry {
     this.#sql.run('INSERT INTO hub_cordons (runner_id, cordoned_at) VALUES (?, ?) ON CONFLICT (runner_id) DO NOTHING', runnerId, now)
   }
 
+  /** Every admin drain in force (runner id → when), registered runner or not. */
+  cordons(): Map<string, number> {
+    const rows = this.#sql.all<{ runner_id: string; cordoned_at: number }>('SELECT runner_id, cordoned_at FROM hub_cordons')
+    return new Map(rows.map((row) => [row.runner_id, row.cordoned_at]))
+  }
+
   /** Undo an admin drain; false when there was none. */
   uncordon(runnerId: string): boolean {
     const had = this.#sql.first<{ n: number }>('SELECT COUNT(*) AS n FROM hub_cordons WHERE runner_id = ?', runnerId)?.n ?? 0

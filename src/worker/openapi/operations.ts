@@ -9,7 +9,13 @@
  */
 import { z } from 'zod'
 import { completionRecordSchema } from '../../contract/completion-record.ts'
-import { rolloutStatusSchema, taskRequestSchema, taskStatusBodySchema, taskSubmitResponseSchema } from '../../contract/rollout.ts'
+import {
+  rolloutStatusSchema,
+  runnerListSchema,
+  taskRequestSchema,
+  taskStatusBodySchema,
+  taskSubmitResponseSchema,
+} from '../../contract/rollout.ts'
 import { sessionResultSchema, trajectorySchema } from '../../contract/trajectory.ts'
 import { anthropicCountTokensSchema, anthropicRequestSchema } from '../../normalize/providers/anthropic/anthropic-wire.ts'
 import { googleCountTokensSchema, googleRequestSchema } from '../../normalize/providers/google/google-wire.ts'
@@ -206,11 +212,19 @@ export const OPERATIONS: readonly Operation[] = [
     response: rolloutStatusSchema,
   },
   {
+    method: 'get',
+    path: '/rollout/runners',
+    auth: 'admin',
+    tag: 'runners',
+    summary: 'the runner registry: state, health, own and admin drain, slots, connection, credential of each id the edge knows',
+    response: runnerListSchema,
+  },
+  {
     method: 'delete',
     path: '/rollout/runners/:id',
     auth: 'admin',
     tag: 'runners',
-    summary: 'drain a runner (no new sessions; holds across its reconnects and restarts until resumed)',
+    summary: 'drain a runner (no new sessions; holds across its reconnects and restarts until resumed); 404 for an id never seen',
   },
   {
     method: 'post',

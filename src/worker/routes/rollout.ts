@@ -10,7 +10,8 @@
  * | `GET /rollout/session/:id` | a rollout session's lifecycle |
  * | `DELETE /rollout/session/:id` | cancel one session |
  * | `GET /rollout/status` | `{tasks, pipeline, nodes: {nodes}}` |
- * | `DELETE /rollout/runners/:id` | drain a runner (holds across its reconnects and restarts until resumed) |
+ * | `GET /rollout/runners` | the runner registry: each id's state, health, own drain, admin drain, slots, connection, credential |
+ * | `DELETE /rollout/runners/:id` | drain a runner (holds across its reconnects and restarts until resumed); 404 for an id never seen |
  * | `POST /rollout/runners/:id/resume` | undo an admin drain |
  * | `DELETE /rollout/runners/:id/credential` | forget a runner's per-runner secret (its host may enrol again) |
  * | `GET /v1/events` | SSE of task / session / runner / inference state changes |
@@ -144,9 +145,25 @@ rollout.delete('/rollout/session/:id', requireAdmin, async (c) => {
 
 rollout.get('/rollout/status', requireAdmin, async (c) => c.json(await hubStub(c.env).status()))
 
+/** `{runners: [...]}` sorted by id (`RunnerEntry` in `src/contract/rollout.ts`): registered runners, then ids known by a credential or a drain. */
+rollout.get('/rollout/runners', requireAdmin, async (c) => c.json(await hubStub(c.env).runners()))
+
+/**
+ * Admin drain, a cordon: the runner takes no new session, across its reconnects and restarts, until resumed;
+ * what it holds runs to its end. The id must be one this edge knows: registered now, or enrolled (it
+ * registered once and is away, restarting, or was declared lost: the drain holds from its next registration,
+ * listed meanwhile as `absent`, cordoned). An id never seen is a 404, not a drain in advance: an operator's
+ * mistyped id would otherwise answer `draining: true` while the runner meant keeps taking work, and leave
+ * a cordon no runner ever meets. (A new host that must take no work yet is simply not started yet.)
+ */
 rollout.delete('/rollout/runners/:id', requireAdmin, async (c) => {
   const found = await hubStub(c.env).drain(c.req.param('id'))
-  if (!found) throw new GatewayError(404, 'not_found', `runner ${c.req.param('id')} not found`)
+  if (!found)
+    throw new GatewayError(
+      404,
+      'not_found',
+      `runner ${c.req.param('id')} not found: it has never registered with this edge (GET /rollout/runners lists the ids it knows)`,
+    )
   return c.json({ runner_id: c.req.param('id'), draining: true })
 })
 
