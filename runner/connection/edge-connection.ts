@@ -444,6 +444,9 @@ export class EdgeConnection {
       if (message.runner_secret) {
         this.options.secrets.write(message.runner_secret)
         this.options.log('edge.enrolled', { secret_file: this.options.secrets.path })
+        // Kept durably (the write fsyncs): confirm it on this connection, closing the window in which the
+        // shared token alone could enrol this id again.
+        if (message.confirm_secret) this.send({ type: 'secret.kept', runner_secret: message.runner_secret })
       }
       this.#registered = true
       if (message.reconnect_grace_ms !== undefined) this.#graceMs = message.reconnect_grace_ms

@@ -206,6 +206,12 @@ export const runnerMessageSchema = z.discriminatedUnion('type', [
     error: z.string().nullable().default(null),
   }),
   z.object({ type: z.literal('drain') }),
+  /**
+   * The secret of `registered.runner_secret` is kept (written durably), sent on the connection that received it
+   * when the edge asked (`registered.confirm_secret`): it confirms the secret at once instead of at the next
+   * connect, so no token holder can enrol the id again in between.
+   */
+  z.object({ type: z.literal('secret.kept'), runner_secret: z.string().min(1) }),
   tunnelHeadSchema,
   tunnelChunkSchema,
   z.object({ type: z.literal('tunnel.error'), request_id: z.string(), message: z.string() }),
@@ -238,6 +244,8 @@ export const edgeMessageSchema = z.discriminatedUnion('type', [
      * connection must present in `x-rollgate-runner-secret` (`RUNNER_SECRET_HEADER`). Keep it durably.
      */
     runner_secret: z.string().optional(),
+    /** With `runner_secret`: send `secret.kept` once it is kept durably (edges before it would not understand one). */
+    confirm_secret: z.boolean().optional(),
     /** The optional tunnel features the edge accepted from `register.capabilities` (absent: none). */
     capabilities: z.array(z.string()).optional(),
     /** With `tunnel.credit`: the per-request window in bytes, each direction. */

@@ -101,6 +101,24 @@ describe('runner identity', () => {
     expect(refused.webSocket).toBeNull()
   })
 
+  it("secret.kept on the enrolling connection confirms the secret at once; one that is not the id's confirms nothing", async () => {
+    const first = await TestRunner.connect('ident-kept', RUNNER_TOKEN, null)
+    register(first)
+    const registered = await first.next('registered')
+    expect(registered).toMatchObject({ confirm_secret: true })
+    const secret = registered.runner_secret ?? ''
+    first.send({ type: 'secret.kept', runner_secret: `${secret.slice(1)}x` })
+    expect((await first.next('error')).message).toBe("secret.kept: not this runner id's secret")
+    // Still pending: the token alone waits for the live connection (409), it is not refused outright.
+    expect((await connectRaw('ident-kept', null)).status).toBe(409)
+    first.send({ type: 'secret.kept', runner_secret: secret })
+    // Confirmed on this very connection: the token alone is refused (401), now and once it has gone.
+    await eventually(async () => expect((await connectRaw('ident-kept', null)).status).toBe(401))
+    first.close()
+    await eventually(async () => expect(first.closed).toBe(true))
+    expect((await connectRaw('ident-kept', null)).status).toBe(401)
+  })
+
   it('answers 409 to a second enrolment of an id whose first connection has not registered yet', async () => {
     const first = await TestRunner.connect('ident-race', RUNNER_TOKEN, null)
     const res = await connectRaw('ident-race', null)

@@ -248,6 +248,12 @@ export class HubCoordinator {
       case 'session.finished':
         await this.#finished(runnerId, message)
         break
+      case 'secret.kept':
+        // The runner wrote its new secret durably: confirmed now (as a connection presenting it would), so the
+        // shared token alone can no longer enrol this id again. A secret that is not this id's confirms nothing.
+        if ((await this.#deps.credentials.check(runnerId, message.runner_secret)) !== 'valid')
+          this.#deps.send(runnerId, { type: 'error', message: "secret.kept: not this runner id's secret" })
+        break
       case 'drain':
         // The runner's own drain (SIGTERM): its alone, said again on each connection.
         registry.setDraining(runnerId)
@@ -512,7 +518,7 @@ export class HubCoordinator {
       reconnect_grace_ms: this.#deps.graceMs,
       keep,
       drop,
-      ...(runnerSecret === undefined ? {} : { runner_secret: runnerSecret }),
+      ...(runnerSecret === undefined ? {} : { runner_secret: runnerSecret, confirm_secret: true }),
     })
   }
 

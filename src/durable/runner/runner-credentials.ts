@@ -7,11 +7,11 @@
  * Kept apart from `hub_runners` (schema in `runner-registry.ts`) so a credential outlives a runner
  * that was declared lost; an admin can forget one so a host that lost its state can enrol again.
  *
- * Two-phase enrolment: a minted secret is *pending* until a connection of that id presents it (the
- * runner reads it from the file it wrote, so presenting it proves it was kept). While pending, a
- * connection with only the shared token enrols afresh (a new secret replaces the pending one): a link
- * that dropped after `registered` was sent, or a runner that died before writing its file, needs no
- * human. Once confirmed, the shared token alone is refused as before.
+ * Two-phase enrolment: a minted secret is *pending* until the runner shows it kept it: its `secret.kept`
+ * on the enrolling connection, sent once the secret file is written durably, or a later connection that
+ * presents it (read from that file). While pending, a connection with only the shared token enrols afresh
+ * (a new secret replaces the pending one): a link that dropped after `registered` was sent, or a runner
+ * that died before writing its file, needs no human. Once confirmed, the shared token alone is refused.
  */
 import { bytesToBase64Url } from '../../contract/base64url.ts'
 import type { Sql } from '../session/sql.ts'

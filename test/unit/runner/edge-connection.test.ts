@@ -27,6 +27,8 @@ async function fakeEdge(options: {
   graceMs?: number
   /** Refuse every upgrade with this status and body (the token check's or a proxy's answer). */
   refuse?: { status: number; body: string }
+  /** Ask for `secret.kept` with a minted secret (`registered.confirm_secret`), as the edge does now. */
+  confirmSecret?: boolean
 }) {
   let attempts = 0
   let rejectMissing = false
@@ -63,7 +65,7 @@ async function fakeEdge(options: {
           keep: [],
           drop: [],
           ...(options.graceMs === undefined ? {} : { reconnect_grace_ms: options.graceMs }),
-          ...(connection.secret ? {} : { runner_secret: options.secret }),
+          ...(connection.secret ? {} : { runner_secret: options.secret, ...(options.confirmSecret ? { confirm_secret: true } : {}) }),
         }),
       )
     })
@@ -195,6 +197,29 @@ describe('edge connection', () => {
     await until(() => registeredCount() === 2, 'second registration')
     expect(edge.connections[1]?.secret).toBe('minted-secret')
     expect(edge.connections[1]?.registers[0]).toMatchObject({ sessions: [{ session_id: 'ses_1', status: 'RUNNING' }] })
+  })
+
+  it('confirms a minted secret with secret.kept once it is on disk, when the edge asks (never to an edge that did not)', async () => {
+    for (const confirmSecret of [true, false]) {
+      const edge = await fakeEdge({ secret: 'minted-secret', confirmSecret })
+      const dir = stateDir()
+      // What the runner sent after its register, and what its secret file held when each message arrived.
+      const after: { type: string; runner_secret?: string; onDisk: string | null }[] = []
+      edge.wss.on('connection', (ws) => {
+        ws.on('message', (data) => {
+          const message = JSON.parse(String(data)) as { type: string; runner_secret?: string }
+          if (message.type !== 'register') after.push({ ...message, onDisk: new SecretStore(dir, 'r1').read() })
+        })
+      })
+      const { conn } = connection(edge.port, dir)
+      conn.start()
+      await conn.whenRegistered()
+      // The first heartbeat follows `registered` on the same tick as any secret.kept: waiting for it waits for both.
+      await until(() => after.some((message) => message.type === 'heartbeat'), 'first heartbeat')
+      const kept = after.filter((message) => message.type === 'secret.kept')
+      expect(kept).toEqual(confirmSecret ? [{ type: 'secret.kept', runner_secret: 'minted-secret', onDisk: 'minted-secret' }] : [])
+      await conn.close('shutdown')
+    }
   })
 
   it('a link dropped right after enrolment: the secret is on disk before the reconnect presents it (confirms it)', async () => {
