@@ -11,7 +11,8 @@
  * variant of its own, in a workerd of its own like the others (next to an idle edge: the first bundle, or
  * this tree's), so an ablation build's CPU per call reads against what the least durable capture costs.
  *
- * Last line: one JSON object with the medians per variant and each variant's ratio to the first.
+ * Last line: one JSON object with the medians per variant and each variant's ratio to the first (the median of
+ * the per-rep ratios; each rep's CPU ms per call and CPU ratio too).
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
@@ -126,7 +127,7 @@ try {
   const sizes: Record<string, unknown> = {}
   for (const size of SIZES) {
     const body = Buffer.from(JSON.stringify(chatBody(size)))
-    const perSize: Record<string, Record<string, number>> = {}
+    const perSize: Record<string, Record<string, number | number[]>> = {}
     for (const concurrency of CONCURRENCY) {
       const count = concurrency === 1 ? C1_COUNT : C16_COUNT
       const runs = new Map<string, (LoadResult & { cpu: number })[]>(variants.map((v) => [v.name, []]))
@@ -166,6 +167,9 @@ try {
           p50_ratio: r3(median(mine.map((r, i) => r.p50 / (base[i] as LoadResult).p50))),
           cpu_ratio: r3(median(mine.map((r, i) => r.cpu / Math.max(0.001, (base[i] as { cpu: number }).cpu)))),
           req_s_ratio: r3(median(mine.map((r, i) => r.throughput / (base[i] as LoadResult).throughput))),
+          // Each rep's CPU ms per call and its ratio to the first variant's same rep (the medians above hide the spread).
+          cpu_ms_reps: mine.map((r) => r3(r.cpu)),
+          cpu_ratio_reps: mine.map((r, i) => r3(r.cpu / Math.max(0.001, (base[i] as { cpu: number }).cpu))),
         }
         perSize[`${variant.name}_c${concurrency}`] = figures
         console.log(`${String(size).padStart(7)} c${String(concurrency).padEnd(3)}${variant.name.padEnd(14)}${JSON.stringify(figures)}`)
