@@ -79,6 +79,7 @@ describe('an admin drain', () => {
     expect(((await never.json()) as { error: { message: string } }).error.message).toBe(
       'runner cordon-never not found: it has never registered with this edge (GET /rollout/runners lists the ids it knows)',
     )
+    expect((await resume('cordon-never')).status).toBe(404)
     expect(await listed('cordon-never')).toBeUndefined()
 
     const first = await TestRunner.start('cordon-away')
@@ -97,6 +98,8 @@ describe('an admin drain', () => {
     // The runner process stops (a clean goodbye: the edge forgets it); its id stays enrolled.
     first.close(1000, 'shutdown')
     await eventually(async () => expect((await listed('cordon-away'))?.state).toBe('absent'))
+    // Not drained yet: a resume of the enrolled id is a no-op (not the 404 of an id never seen).
+    expect(await (await resume('cordon-away')).json()).toEqual({ runner_id: 'cordon-away', draining: false })
     const away = await drain('cordon-away')
     expect(away.status).toBe(200)
     expect(await listed('cordon-away')).toMatchObject({ state: 'absent', accepting: false, cordoned: true, slots: null })

@@ -192,15 +192,16 @@ export class HubCoordinator {
   }
 
   /**
-   * Undo an admin drain. A runner that drains itself (SIGTERM) stays draining. `null`: the id is neither
-   * registered nor drained by an admin; else whether the runner still drains (its own drain).
+   * Undo an admin drain. A runner that drains itself (SIGTERM) stays draining. `null`: an id never seen (as
+   * for `drain`: neither registered, enrolled nor drained by an admin); else whether the runner still drains
+   * (its own drain).
    */
   async resume(runnerId: string): Promise<{ draining: boolean } | null> {
-    const { registry } = this.#deps
+    const { registry, credentials } = this.#deps
     const had = registry.uncordon(runnerId)
     if (had) this.#event({ type: 'runner.resumed', runner_id: runnerId, at: this.#iso() })
     const runner = registry.runner(runnerId)
-    if (!runner) return had ? { draining: false } : null
+    if (!runner) return had || credentials.has(runnerId) ? { draining: false } : null
     if (had) await this.pump()
     return { draining: runner.draining }
   }

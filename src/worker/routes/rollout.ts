@@ -12,7 +12,7 @@
  * | `GET /rollout/status` | `{tasks, pipeline, nodes: {nodes}}` |
  * | `GET /rollout/runners` | the runner registry: each id's state, health, own drain, admin drain, slots, connection, credential |
  * | `DELETE /rollout/runners/:id` | drain a runner (holds across its reconnects and restarts until resumed); 404 for an id never seen |
- * | `POST /rollout/runners/:id/resume` | undo an admin drain |
+ * | `POST /rollout/runners/:id/resume` | undo an admin drain; 404 for an id never seen |
  * | `DELETE /rollout/runners/:id/credential` | forget a runner's per-runner secret (its host may enrol again) |
  * | `GET /v1/events` | SSE of task / session / runner / inference state changes |
  *
@@ -167,10 +167,10 @@ rollout.delete('/rollout/runners/:id', requireAdmin, async (c) => {
   return c.json({ runner_id: c.req.param('id'), draining: true })
 })
 
-/** Undo an admin drain; `draining` stays true while the runner drains itself (SIGTERM). */
+/** Undo an admin drain; `draining` stays true while the runner drains itself (SIGTERM). 404 for an id never seen, as for the drain. */
 rollout.post('/rollout/runners/:id/resume', requireAdmin, async (c) => {
   const outcome = await hubStub(c.env).resume(c.req.param('id'))
-  if (!outcome) throw new GatewayError(404, 'not_found', `runner ${c.req.param('id')} not found`)
+  if (!outcome) throw new GatewayError(404, 'not_found', `runner ${c.req.param('id')} not found: it has never registered with this edge`)
   return c.json({ runner_id: c.req.param('id'), draining: outcome.draining })
 })
 
