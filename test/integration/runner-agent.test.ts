@@ -18,7 +18,7 @@ import type { TaskStatus } from '../../src/contract/rollout.ts'
 import type { RunnerCommandOptions } from '../../cli/commands/runner.ts'
 import { type EngineHandle, startEngine } from '../../engine/server.ts'
 import { type EdgeProcess, startEdge } from '../../scripts/lib/processes.ts'
-import { type RunnerProc, startRunner } from '../support/runner-proc.ts'
+import { type RunnerProc, runnerOptions, startRunner } from '../support/runner-proc.ts'
 import { type CompletionRecordJson, eventually } from '../support/stack.ts'
 
 const ADMIN_TOKEN = 'itest-admin-token'
@@ -86,27 +86,8 @@ async function finished(taskId: string, timeoutMs = 60_000) {
 }
 
 function options(runnerId: string, extra: Partial<RunnerCommandOptions> = {}): RunnerCommandOptions {
-  const stateDir = join(stateRoot, runnerId)
-  return {
-    edge: edge.url,
-    token: RUNNER_TOKEN,
-    upstream: engine.url,
-    servedModel: null,
-    upstreamKind: 'vllm',
-    runtime: 'local',
-    image: null,
-    maxInit: 2,
-    maxRun: 2,
-    maxPostrun: 2,
-    readyBuffer: null,
-    stateDir,
-    workDir: join(stateDir, 'sessions'),
-    runnerId,
-    statusPort: 0,
-    statusHost: '127.0.0.1',
-    jsonLogs: true,
-    ...extra,
-  }
+  const base = { edge: edge.url, token: RUNNER_TOKEN, upstream: engine.url, stateRoot, runnerId }
+  return runnerOptions(base, { maxInit: 2, maxRun: 2, maxPostrun: 2, ...extra })
 }
 
 async function runner(runnerId: string, mode: 'host' | 'cli' = 'host'): Promise<RunnerProc> {

@@ -23,7 +23,7 @@ import type { RunnerEntry, RunnerList } from '../../src/contract/rollout.ts'
 import { type EngineHandle, startEngine } from '../../engine/server.ts'
 import { type EdgeProcess, startEdge } from '../../scripts/lib/processes.ts'
 import { RunnerClient } from '../support/runner-client.ts'
-import { type RunnerProc, startRunner } from '../support/runner-proc.ts'
+import { type RunnerProc, runnerOptions, startRunner } from '../support/runner-proc.ts'
 import { eventually } from '../support/stack.ts'
 
 const ADMIN_TOKEN = 'enrol-admin-token'
@@ -37,26 +37,7 @@ const procs: RunnerProc[] = []
 const clients: RunnerClient[] = []
 
 function options(runnerId: string): RunnerCommandOptions {
-  const stateDir = join(stateRoot, runnerId)
-  return {
-    edge: edge.url,
-    token: RUNNER_TOKEN,
-    upstream: engine.url,
-    servedModel: null,
-    upstreamKind: 'vllm',
-    runtime: 'local',
-    image: null,
-    maxInit: 1,
-    maxRun: 1,
-    maxPostrun: 1,
-    readyBuffer: null,
-    stateDir,
-    workDir: join(stateDir, 'sessions'),
-    runnerId,
-    statusPort: 0,
-    statusHost: '127.0.0.1',
-    jsonLogs: true,
-  }
+  return runnerOptions({ edge: edge.url, token: RUNNER_TOKEN, upstream: engine.url, stateRoot, runnerId })
 }
 
 function secretFile(runnerId: string): string {

@@ -4,6 +4,7 @@
  * runtime) and follow its JSON-lines log. Every wait is bounded; `stop()` ends it in any case.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { RunnerCommandOptions } from '../../cli/commands/runner.ts'
 
@@ -22,6 +23,37 @@ export interface RunnerProc {
   waitFor(predicate: (line: LogLine) => boolean, timeoutMs?: number, label?: string): Promise<LogLine>
   output(): string
   stop(): Promise<void>
+}
+
+/**
+ * A test runner's options: local runtime, one slot a stage, no status port, JSON logs, its state under
+ * `stateRoot/<runnerId>` (sessions in its `sessions/`); `extra` overrides any of them.
+ */
+export function runnerOptions(
+  base: { edge: string; token: string; upstream: string | null; stateRoot: string; runnerId: string },
+  extra: Partial<RunnerCommandOptions> = {},
+): RunnerCommandOptions {
+  const stateDir = join(base.stateRoot, base.runnerId)
+  return {
+    edge: base.edge,
+    token: base.token,
+    upstream: base.upstream,
+    servedModel: null,
+    upstreamKind: 'vllm',
+    runtime: 'local',
+    image: null,
+    maxInit: 1,
+    maxRun: 1,
+    maxPostrun: 1,
+    readyBuffer: null,
+    stateDir,
+    workDir: join(stateDir, 'sessions'),
+    runnerId: base.runnerId,
+    statusPort: 0,
+    statusHost: '127.0.0.1',
+    jsonLogs: true,
+    ...extra,
+  }
 }
 
 /** `mode: 'host'` uses the host runtime entry; `'cli'` runs `cli/rollgate.ts runner` with flags. */
