@@ -12,7 +12,7 @@
  * this tree's), so an ablation build's CPU per call reads against what the least durable capture costs.
  *
  * Last line: one JSON object with the medians per variant and each variant's ratio to the first (the median of
- * the per-rep ratios; each rep's CPU ms per call and CPU ratio too).
+ * the per-rep ratios; each rep's CPU ms per call and CPU ratio too, and in the JSON each rep's p50, p99 and req/s).
  */
 import { mkdtempSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
@@ -127,7 +127,7 @@ try {
   const sizes: Record<string, unknown> = {}
   for (const size of SIZES) {
     const body = Buffer.from(JSON.stringify(chatBody(size)))
-    const perSize: Record<string, Record<string, number | number[]>> = {}
+    const perSize: Record<string, Record<string, unknown>> = {}
     for (const concurrency of CONCURRENCY) {
       const count = concurrency === 1 ? C1_COUNT : C16_COUNT
       const runs = new Map<string, (LoadResult & { cpu: number })[]>(variants.map((v) => [v.name, []]))
@@ -167,12 +167,16 @@ try {
           p50_ratio: r3(median(mine.map((r, i) => r.p50 / (base[i] as LoadResult).p50))),
           cpu_ratio: r3(median(mine.map((r, i) => r.cpu / Math.max(0.001, (base[i] as { cpu: number }).cpu)))),
           req_s_ratio: r3(median(mine.map((r, i) => r.throughput / (base[i] as LoadResult).throughput))),
+          p99_ratio: r3(median(mine.map((r, i) => r.p99 / (base[i] as LoadResult).p99))),
           // Each rep's CPU ms per call and its ratio to the first variant's same rep (the medians above hide the spread).
           cpu_ms_reps: mine.map((r) => r3(r.cpu)),
           cpu_ratio_reps: mine.map((r, i) => r3(r.cpu / Math.max(0.001, (base[i] as { cpu: number }).cpu))),
+          // Each rep's own latency and throughput, in run order (JSON only; the ratios above pair rep i of each variant).
+          per_rep: mine.map((r) => ({ p50: r3(r.p50), p99: r3(r.p99), req_s: r3(r.throughput) })),
         }
         perSize[`${variant.name}_c${concurrency}`] = figures
-        console.log(`${String(size).padStart(7)} c${String(concurrency).padEnd(3)}${variant.name.padEnd(14)}${JSON.stringify(figures)}`)
+        const { per_rep: _, ...summary } = figures
+        console.log(`${String(size).padStart(7)} c${String(concurrency).padEnd(3)}${variant.name.padEnd(14)}${JSON.stringify(summary)}`)
       }
     }
     sizes[String(body.length)] = perSize

@@ -53,10 +53,11 @@ export interface Completion {
   usage: Usage
   promptTokenIds: number[] | null
   /**
-   * The prompt ids as the engine's JSON text of the array, not parsed yet (`prompt-ids-text.ts`): set only
-   * when `promptTokenIds` is null because the ids were left for the session to parse against its last prompt.
+   * The prompt ids as the engine's JSON text of the array in UTF-8 bytes, not parsed yet (`prompt-ids-text.ts`):
+   * set only when `promptTokenIds` is null because the ids were left for the session to parse against its
+   * last prompt.
    */
-  promptTokenText?: string
+  promptTokenText?: Uint8Array
   responseTokenIds: number[] | null
   /** Aligned 1:1 with `responseTokenIds`, else null. */
   responseLogprobs: number[] | null

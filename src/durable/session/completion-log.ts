@@ -37,7 +37,14 @@ import {
 } from './message-layout.ts'
 import { applyCopyCode, applyTextDelta, type CopyCode, copyCode, copyCodePieces, detached, diffText, type TextDelta } from './text-delta.ts'
 import { diffTexts, flatText, sliceable, type Text, textCommonPrefix, textLength, textSlice } from './edited-text.ts'
-import { canonicalPromptText, type PromptText, parsePromptText, parsePromptTextAgainst, sharedPromptIds } from './prompt-ids.ts'
+import {
+  canonicalPromptText,
+  type PromptText,
+  parsePromptText,
+  parsePromptTextAgainst,
+  promptTextBytes,
+  sharedPromptIds,
+} from './prompt-ids.ts'
 import { commonPrefixLength, packLogprobs, packTokens, unpackLogprobs, unpackTokens } from './token-codec.ts'
 
 /** Ids one `responseMessages` read answers (bounds the RPC answer well under its 32 MiB limit). */
@@ -155,15 +162,15 @@ const BASE_OVERHEAD_BYTES = 8192
 
 /**
  * Bytes a base holds, an upper bound of its heap (`test/unit/edge/base-heap.test.ts` measures it): the whole
- * buffer its prompt ids view (a prompt store's spare room included), the prompt text at one byte a character
- * (ASCII digits) and its separator marks, the bodies at two (V8 keeps ASCII text at one: JSON bodies are
+ * buffer its prompt ids view (a prompt store's spare room included), the buffer of the prompt text's UTF-8
+ * bytes and its separator marks, the bodies at two (V8 keeps ASCII text at one: JSON bodies are
  * mostly that), the upstream body's edit instead of the body when held so, the message layout, its objects.
  */
 function baseBytes(entry: Omit<Materialized, 'bytes'>): number {
   return (
     BASE_OVERHEAD_BYTES +
     entry.prompt.buffer.byteLength +
-    promptTextBytes(entry.promptText) +
+    promptTextCharge(entry.promptText) +
     (entry.originalText.length + (entry.requestBody ?? entry.requestEdit?.middle ?? '').length) * 2 +
     (entry.layout?.ends.byteLength ?? 0)
   )
@@ -271,8 +278,9 @@ interface Candidate {
   api: string
 }
 
-function promptTextBytes(text: PromptText | null): number {
-  return text ? text.text.length + text.marks.byteLength : 0
+/** A prompt text's bytes: the whole buffer they view (off the V8 heap), and its marks. */
+function promptTextCharge(text: PromptText | null): number {
+  return text ? text.bytes.buffer.byteLength + text.marks.byteLength : 0
 }
 
 export class CompletionLog {
@@ -668,8 +676,10 @@ export class CompletionLog {
     unreadable: boolean
   }> {
     const known = new Map<number, number>()
-    const text = input.prompt_token_text
-    if (text === undefined || text === null) return { ids: input.prompt_token_ids, text: null, known, unreadable: false }
+    if (input.prompt_token_text === undefined || input.prompt_token_text === null) {
+      return { ids: input.prompt_token_ids, text: null, known, unreadable: false }
+    }
+    const text = promptTextBytes(input.prompt_token_text)
     let best: Materialized | null = null
     let bestShared = 0
     for (let i = this.#recent.length - 1; i >= 0; i--) {
@@ -776,7 +786,7 @@ export class CompletionLog {
   #promptTextOf(entry: Materialized): PromptText {
     if (entry.promptText) return entry.promptText
     entry.promptText = canonicalPromptText(entry.prompt)
-    this.#cache.grew(entry, promptTextBytes(entry.promptText))
+    this.#cache.grew(entry, promptTextCharge(entry.promptText))
     return entry.promptText
   }
 

@@ -10,9 +10,13 @@
  * Where each id's text ends is kept for every `SEP_STRIDE`-th id only (`PromptText.marks`); the others are
  * found from the nearest mark by scanning at most `SEP_STRIDE` commas. A separator for every id was 4 bytes
  * an id, as much as the ids themselves (1 MiB of a 262k-id base: `docs/hot-path.md`, "slimmer bases").
+ *
+ * The text is held as its UTF-8 bytes (ASCII when it is ids), off the V8 heap: a base's 1.6 MB prompt text
+ * kept as a string outlived a scavenge, was promoted and died in the old generation a few calls later, which
+ * is what filled the edge isolate's old generation and paid full collections (`docs/hot-path.md`, "Prompt
+ * texts off the V8 heap"). A buffer's bytes are freed off the pause and cost no marking.
  */
 import { promptIdsFromText } from '../../normalize/engine/prompt-ids-text.ts'
-import { commonPrefix } from './text-delta.ts'
 
 /**
  * Ids and separators of prompts that extend one another, in buffers with room to grow: a prompt that extends
@@ -25,18 +29,28 @@ export interface PromptStore {
   marks: Uint32Array
   /** Positions written so far (the longest prompt viewing these buffers). */
   used: number
+  /**
+   * The newest prompt's text bytes, in a buffer the next text extending it is written into from the
+   * newest's closing bracket on (`appendText`); null until a text is held.
+   */
+  text: Uint8Array | null
+  /** Bytes of `text` written so far. */
+  textUsed: number
 }
+
+const COMMA = 0x2c
+const CLOSE = 0x5d
 
 /** Ids per separator mark: a separator is found by scanning at most this many commas from a mark. */
 export const SEP_STRIDE = 64
 
-/** A prompt's ids as JSON text, and where every `SEP_STRIDE`-th id's text ends. */
+/** A prompt's ids as JSON text (UTF-8 bytes), and where every `SEP_STRIDE`-th id's text ends. */
 export interface PromptText {
-  text: string
-  /** Ids in `text`. */
+  bytes: Uint8Array
+  /** Ids in `bytes`. */
   count: number
   /**
-   * `marks[k]`: index in `text` of the `,` or `]` (after any whitespace) that ends id `(k + 1) * SEP_STRIDE - 1`,
+   * `marks[k]`: index in `bytes` of the `,` or `]` (after any whitespace) that ends id `(k + 1) * SEP_STRIDE - 1`,
    * for each such id (`separatorAt` finds any id's).
    */
   marks: Uint32Array
@@ -60,7 +74,7 @@ function marked(j: number): boolean {
  */
 function newStore(length: number): PromptStore {
   const capacity = length + Math.max(1024, length >>> 3)
-  return { ids: new Uint32Array(capacity), marks: new Uint32Array(markCount(capacity)), used: length }
+  return { ids: new Uint32Array(capacity), marks: new Uint32Array(markCount(capacity)), used: length, text: null, textUsed: 0 }
 }
 
 /** Room for `length` positions (a bigger copy when full; views of the old buffers stay valid). */
@@ -73,14 +87,78 @@ function reserve(store: PromptStore, length: number): void {
   store.marks = grown.marks
 }
 
-/** Index in `prompt.text` of the separator (`,` or the closing `]`) that ends id `j` (`0 <= j < count`). */
+/** Hold `text` as the store's newest text, as it came (no copy: a later extension copies it with spare room). */
+function holdText(store: PromptStore, text: Uint8Array): Uint8Array {
+  store.text = text
+  store.textUsed = text.length
+  return text
+}
+
+/**
+ * Hold `text`, which extends `base` (their bytes agree up to the base's closing bracket, where `text` has its
+ * separator), by writing its new bytes into the store's buffer over that bracket when the base is the store's
+ * newest text: a long session's next prompt then holds its new bytes, not a copy of its context, and its
+ * RPC copy dies young. The base's view then ends in that separator, not `]`: every reader treats any
+ * separator ending the last id alike (`sharedPromptIds`, `separatorAt`). Else the text is held as it came.
+ */
+function appendText(store: PromptStore, base: Uint8Array, text: Uint8Array): Uint8Array {
+  const from = base.length - 1
+  const held = store.text
+  if (
+    held === null ||
+    base.buffer !== held.buffer ||
+    base.byteOffset !== 0 ||
+    store.textUsed !== base.length ||
+    text.length <= base.length
+  ) {
+    return holdText(store, text)
+  }
+  let buffer = held
+  if (text.length > buffer.length) {
+    // Grown with spare room (an eighth, as the ids); the old buffer, and the views of earlier prompts, stay.
+    buffer = new Uint8Array(text.length + Math.max(4096, text.length >>> 3))
+    buffer.set(held.subarray(0, from))
+    store.text = buffer
+  }
+  buffer.set(text.subarray(from), from)
+  store.textUsed = text.length
+  return buffer.subarray(0, text.length)
+}
+
+/** Index in `prompt.bytes` of the separator (`,` or the closing `]`) that ends id `j` (`0 <= j < count`). */
 export function separatorAt(prompt: PromptText, j: number): number {
-  if (j === prompt.count - 1) return prompt.text.length - 1
+  if (j === prompt.count - 1) return prompt.bytes.length - 1
   const mark = markCount(j + 1)
   let at = mark > 0 ? (prompt.marks[mark - 1] as number) : 0
-  for (let i = mark * SEP_STRIDE; i <= j; i++) at = prompt.text.indexOf(',', at + 1)
+  for (let i = mark * SEP_STRIDE; i <= j; i++) at = prompt.bytes.indexOf(COMMA, at + 1)
   return at
 }
+
+/**
+ * Length of the common prefix of two byte arrays: four bytes a step when both start on a 4-byte boundary
+ * (a 1.6 MB prompt text in well under a millisecond), then byte by byte.
+ */
+export function bytesCommonPrefix(a: Uint8Array, b: Uint8Array): number {
+  const limit = Math.min(a.length, b.length)
+  let i = 0
+  if (a.byteOffset % 4 === 0 && b.byteOffset % 4 === 0) {
+    const words = limit >>> 2
+    const wa = new Uint32Array(a.buffer, a.byteOffset, words)
+    const wb = new Uint32Array(b.buffer, b.byteOffset, words)
+    let w = 0
+    while (w < words && wa[w] === wb[w]) w++
+    i = w << 2
+  }
+  while (i < limit && a[i] === b[i]) i++
+  return i
+}
+
+/** UTF-8 bytes of a prompt text handed over as a string (callers other than the edge, tests). */
+export function promptTextBytes(text: string | Uint8Array): Uint8Array {
+  return typeof text === 'string' ? UTF8.encode(text) : text
+}
+
+const UTF8 = new TextEncoder()
 
 export interface ParsedPrompt {
   /** Null: the text is not an array of integers (as the normalizer reads it), or not JSON. */
@@ -88,20 +166,17 @@ export interface ParsedPrompt {
   text: PromptText | null
   /** Ids copied from the base without parsing. */
   copied: number
-  /** Characters of `text` parsed. */
+  /** Bytes of `text` parsed (characters, for ids: ASCII). */
   parsedChars: number
   /** The text is not JSON (an engine bug): recorded without prompt ids. */
   unreadable: boolean
 }
 
-const COMMA = 0x2c
-const CLOSE = 0x5d
-
 function isSpace(code: number): boolean {
   return code === 0x20 || code === 0x0a || code === 0x0d || code === 0x09
 }
 
-/** The text is ASCII: UTF-8 decoding is a copy. */
+/** Ids' text is ASCII: UTF-8 decoding is a copy (anything else decodes as it would have been read). */
 const ASCII = new TextDecoder()
 /** Bytes of the longest id's text (a uint32 has at most 10 digits) and its separator. */
 const MAX_ID_BYTES = 11
@@ -131,16 +206,17 @@ export function canonicalPromptText(ids: Uint32Array): PromptText {
   // The last separator is the closing bracket (`[]` when empty).
   if (ids.length > 0) bytes[at - 1] = CLOSE
   else bytes[at++] = CLOSE
-  return { text: ASCII.decode(bytes.subarray(0, at)), count: ids.length, marks }
+  // A copy of its length: the scratch buffer (11 bytes an id) is not kept.
+  return { bytes: bytes.slice(0, at), count: ids.length, marks }
 }
 
 /**
  * Mark the separators of ids `from`…`count - 1` of a JSON array of numbers (its commas, then the closing
  * bracket), scanning from `at`, the separator ending id `from - 1` (0, the `[`, when `from` is 0).
  */
-function markSeparators(marks: Uint32Array, text: string, from: number, count: number, at: number): void {
+function markSeparators(marks: Uint32Array, text: Uint8Array, from: number, count: number, at: number): void {
   for (let j = from; j < count - 1; j++) {
-    at = text.indexOf(',', at + 1)
+    at = text.indexOf(COMMA, at + 1)
     if (marked(j)) marks[(j + 1) / SEP_STRIDE - 1] = at
   }
   if (count > from && marked(count - 1)) marks[count / SEP_STRIDE - 1] = text.length - 1
@@ -150,8 +226,8 @@ function markSeparators(marks: Uint32Array, text: string, from: number, count: n
  * How many leading ids `text` certainly shares with `base`: those whose text and following separator lie
  * in the common text prefix (so `[1,2,3` shares two ids with `[1,2,34`, not three).
  */
-export function sharedPromptIds(base: PromptText, text: string): number {
-  const prefix = commonPrefix(base.text, text)
+export function sharedPromptIds(base: PromptText, text: Uint8Array): number {
+  const prefix = bytesCommonPrefix(base.bytes, text)
   const marks = base.marks
   let lo = 0
   let hi = Math.min(marks.length, markCount(base.count))
@@ -165,23 +241,23 @@ export function sharedPromptIds(base: PromptText, text: string): number {
   let at = lo > 0 ? (marks[lo - 1] as number) : 0
   let sep = -1
   for (; shared < base.count; shared++) {
-    sep = shared === base.count - 1 ? base.text.length - 1 : base.text.indexOf(',', at + 1)
+    sep = shared === base.count - 1 ? base.bytes.length - 1 : base.bytes.indexOf(COMMA, at + 1)
     if (sep >= prefix) break
     at = sep
   }
   // The texts part at the base's separator: the id still ends there if the new text has a separator too.
   if (shared < base.count && sep === prefix) {
-    const code = text.charCodeAt(prefix)
+    const code = text[prefix] as number
     if (code === COMMA || code === CLOSE || isSpace(code)) shared++
   }
   return shared
 }
 
 /** Parse `text` whole (no usable base). */
-export function parsePromptText(text: string): ParsedPrompt {
+export function parsePromptText(text: Uint8Array): ParsedPrompt {
   let parsed: Uint32Array | null
   try {
-    parsed = promptIdsFromText(text)
+    parsed = promptIdsFromText(ASCII.decode(text))
   } catch {
     return { ids: null, text: null, copied: 0, parsedChars: text.length, unreadable: true }
   }
@@ -191,7 +267,7 @@ export function parsePromptText(text: string): ParsedPrompt {
   markSeparators(store.marks, text, 0, parsed.length, 0)
   return {
     ids: store.ids.subarray(0, parsed.length),
-    text: { text, count: parsed.length, marks: store.marks.subarray(0, markCount(parsed.length)), store },
+    text: { bytes: holdText(store, text), count: parsed.length, marks: store.marks.subarray(0, markCount(parsed.length)), store },
     copied: 0,
     parsedChars: text.length,
     unreadable: false,
@@ -203,17 +279,17 @@ export function parsePromptText(text: string): ParsedPrompt {
  * the text extends the base's, append to its buffers), parse the rest. Falls back to a whole parse when the
  * rest is not a plain continuation.
  */
-export function parsePromptTextAgainst(text: string, base: { ids: Uint32Array; text: PromptText }, shared: number): ParsedPrompt {
+export function parsePromptTextAgainst(text: Uint8Array, base: { ids: Uint32Array; text: PromptText }, shared: number): ParsedPrompt {
   if (shared <= 0 || shared > base.ids.length) return parsePromptText(text)
   const baseEnd = separatorAt(base.text, shared - 1)
   let at = baseEnd
-  while (at < text.length && isSpace(text.charCodeAt(at))) at++
-  const code = text.charCodeAt(at)
+  while (at < text.length && isSpace(text[at] as number)) at++
+  const code = text[at]
   let tail: unknown = null
   if (code === CLOSE && at === text.length - 1) tail = []
   else if (code === COMMA) {
     try {
-      tail = JSON.parse(`[${text.slice(at + 1)}`)
+      tail = JSON.parse(`[${ASCII.decode(text.subarray(at + 1))}`)
     } catch {
       tail = null
     }
@@ -226,22 +302,30 @@ export function parsePromptTextAgainst(text: string, base: { ids: Uint32Array; t
   // The last copied id ends at the same place as in the base (not `2,` there and `2 ,` here).
   const sameEnd = at === baseEnd
   if (tail.length === 0 && shared === base.ids.length && sameEnd) {
+    // The base's text exactly (its bytes agree up to its last separator, and it ends there too): its bytes are
+    // held, not a second copy, unless a later prompt has written its separator over the base's bracket.
+    const baseBytes = base.text.bytes
+    const same = baseBytes[baseBytes.length - 1] === CLOSE ? baseBytes : text
     return {
       ids: base.ids,
-      text: { text, count: shared, marks: base.text.marks, ...(base.text.store ? { store: base.text.store } : {}) },
+      text: { bytes: same, count: shared, marks: base.text.marks, ...(base.text.store ? { store: base.text.store } : {}) },
       copied: shared,
       parsedChars,
       unreadable: false,
     }
   }
   let store = base.text.store
-  if (store && sameEnd && shared === base.ids.length && store.used === shared) reserve(store, length)
-  else {
+  let bytes: Uint8Array
+  if (store && sameEnd && shared === base.ids.length && store.used === shared) {
+    reserve(store, length)
+    bytes = appendText(store, base.text.bytes, text)
+  } else {
     store = newStore(length)
     store.ids.set(base.ids.subarray(0, shared))
     // Marks before the prefix are at the same places in both texts; the last shared id's is `at`.
     store.marks.set(base.text.marks.subarray(0, markCount(shared)))
     if (marked(shared - 1)) store.marks[shared / SEP_STRIDE - 1] = at
+    bytes = holdText(store, text)
   }
   const { ids, marks } = store
   for (let j = 0; j < tail.length; j++) ids[shared + j] = tail[j] as number
@@ -249,7 +333,7 @@ export function parsePromptTextAgainst(text: string, base: { ids: Uint32Array; t
   store.used = length
   return {
     ids: ids.subarray(0, length),
-    text: { text, count: length, marks: marks.subarray(0, markCount(length)), store },
+    text: { bytes, count: length, marks: marks.subarray(0, markCount(length)), store },
     copied: shared,
     parsedChars,
     unreadable: false,

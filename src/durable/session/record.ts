@@ -17,10 +17,11 @@ export interface CompletionInput {
   status: CompletionStatus
   prompt_token_ids: Uint32Array | null
   /**
-   * The prompt ids as the engine's JSON text of the array, when the edge left them unparsed: the session
-   * parses only what differs from its previous prompt (`prompt-ids.ts`). `prompt_token_ids` is then null.
+   * The prompt ids as the engine's JSON text of the array (UTF-8 bytes: a string is encoded first), when
+   * the edge left them unparsed: the session parses only what differs from its previous prompt
+   * (`prompt-ids.ts`) and holds the bytes, off the V8 heap. `prompt_token_ids` is then null.
    */
-  prompt_token_text?: string | null
+  prompt_token_text?: Uint8Array | string | null
   response_token_ids: Uint32Array | null
   response_logprobs: Float64Array | null
   finish_reason: string | null

@@ -116,10 +116,10 @@ function usageOf(value: unknown, promptIds: number[] | null, responseIds: number
 }
 
 /**
- * Parse the engine's JSON body (already decoded) into a `Completion`. `promptIdsText`: the prompt ids were
- * cut out of the text unparsed (`parseEngineAnswerText`); they travel as text.
+ * Parse the engine's JSON body (already decoded) into a `Completion`. `promptIdsBytes`: the prompt ids were
+ * cut out of the text unparsed (`parseEngineAnswerText`); they travel as their text's UTF-8 bytes.
  */
-export function parseEngineResponse(json: unknown, promptIdsText: string | null = null): Completion {
+export function parseEngineResponse(json: unknown, promptIdsBytes: Uint8Array | null = null): Completion {
   const body = asObject(json)
   if (!body) throw new EngineResponseError('engine response is not a JSON object')
   const choice = Array.isArray(body.choices) ? asObject(body.choices[0]) : null
@@ -128,7 +128,7 @@ export function parseEngineResponse(json: unknown, promptIdsText: string | null 
   if (!rawMessage) throw new EngineResponseError('engine response choice has no message')
 
   const promptTokenIds =
-    promptIdsText === null
+    promptIdsBytes === null
       ? (intArray(choice.input_token_ids) ?? intArray(choice.prompt_token_ids) ?? intArray(body.prompt_token_ids))
       : null
   const { ids: responseTokenIds, sglangLogprobs } = sampledTokens(choice)
@@ -155,7 +155,7 @@ export function parseEngineResponse(json: unknown, promptIdsText: string | null 
     stopReason: typeof stopReason === 'string' || typeof stopReason === 'number' ? stopReason : null,
     usage: usageOf(body.usage, promptTokenIds, responseTokenIds),
     promptTokenIds,
-    ...(promptIdsText === null ? {} : { promptTokenText: promptIdsText }),
+    ...(promptIdsBytes === null ? {} : { promptTokenText: promptIdsBytes }),
     responseTokenIds,
     responseLogprobs,
     logprobsMode: typeof body.logprobs_mode === 'string' ? body.logprobs_mode : null,

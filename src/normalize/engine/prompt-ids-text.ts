@@ -15,10 +15,11 @@
  * an engine that sends invalid JSON inside the array gets its call recorded without prompt ids (warned),
  * not refused.
  *
- * The cut text is one byte a character, as the session charges it: when the rest of the answer has a
- * character past Latin-1 (model output in CJK, emoji), V8 holds the whole answer, and any slice of it, at two
- * bytes a character, and a structured clone (the RPC to the session object) keeps that width; such a cut is
- * copied through UTF-8 into a fresh one-byte string (`docs/hot-path.md`, "slimmer delta bases").
+ * The cut text leaves as its UTF-8 bytes (one a character: ids are ASCII), which the session holds as its
+ * next call's base: over RPC a byte array is copied off the V8 heap, where a 1.6 MB string was one more large
+ * string in the session's isolate per call, promoted with the base that kept it (`docs/hot-path.md`, "Prompt
+ * texts off the V8 heap"). Bytes have no width either: a slice of an answer with a character past Latin-1,
+ * which V8 holds at two bytes a character, encodes to the same bytes.
  */
 
 const KEY = '"prompt_token_ids"'
@@ -32,27 +33,13 @@ export const MIN_CUT_CHARS = 32 * 1024
 /** Stands in for the cut array; a NUL cannot appear raw in JSON text, so only the cut can put it there. */
 export const PROMPT_IDS_PLACEHOLDER = '\u0000rollgate:prompt_token_ids'
 const PLACEHOLDER_JSON = JSON.stringify(PROMPT_IDS_PLACEHOLDER)
-/** A character V8 cannot hold at one byte. */
-const PAST_LATIN1 = /[\u0100-\uffff]/
 const UTF8_ENCODER = new TextEncoder()
-/** ASCII bytes decode to a one-byte string. */
-const UTF8_DECODER = new TextDecoder()
-
-/**
- * A one-byte copy of ASCII `text` (held at two bytes by V8 as a slice of a two-byte answer); `text` itself
- * when it is not ASCII (then not JSON ids: the session records the call without them). 2.4 ms for the 1.64 MB
- * of 262k ids in Node, about 1.4 ms net of the smaller RPC (`docs/hot-path.md`).
- */
-function oneByteCopy(text: string): string {
-  const bytes = new Uint8Array(text.length)
-  return UTF8_ENCODER.encodeInto(text, bytes).read === text.length ? UTF8_DECODER.decode(bytes) : text
-}
 
 export interface EngineAnswerText {
   /** The answer parsed; when `promptIdsText` is set its prompt ids field holds the placeholder. */
   json: unknown
-  /** The JSON text of the prompt ids array, from `[` to `]`, not yet parsed (null: parsed in `json`). */
-  promptIdsText: string | null
+  /** The JSON text of the prompt ids array, from `[` to `]`, as UTF-8 bytes, not yet parsed (null: parsed in `json`). */
+  promptIdsBytes: Uint8Array | null
 }
 
 function isSpace(code: number): boolean {
@@ -112,13 +99,11 @@ export function parseEngineAnswerText(text: string): EngineAnswerText {
         json = undefined
       }
       if (json !== undefined && placeholderInPlace(json)) {
-        // Valid JSON ids are ASCII: only the rest can make the answer two-byte (invalid ids are not kept).
-        const ids = text.slice(cut.start, cut.end)
-        return { json, promptIdsText: PAST_LATIN1.test(rest) ? oneByteCopy(ids) : ids }
+        return { json, promptIdsBytes: UTF8_ENCODER.encode(text.slice(cut.start, cut.end)) }
       }
     }
   }
-  return { json: JSON.parse(text), promptIdsText: null }
+  return { json: JSON.parse(text), promptIdsBytes: null }
 }
 
 /**

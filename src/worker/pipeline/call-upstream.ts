@@ -56,9 +56,9 @@ export async function callUpstream(call: UpstreamCall): Promise<UpstreamOutcome>
   }
   let json: unknown
   // The prompt ids (most of a long context's answer) stay text for the session to parse incrementally.
-  let promptIdsText: string | null = null
+  let promptIdsBytes: Uint8Array | null = null
   try {
-    if (response.ok) ({ json, promptIdsText } = parseEngineAnswerText(text))
+    if (response.ok) ({ json, promptIdsBytes } = parseEngineAnswerText(text))
     else json = JSON.parse(text)
     // Answers are held to the same nesting limit as requests (a runner's tunnel relays them).
     if (exceedsJsonDepth(json)) throw new Error(jsonDepthMessage())
@@ -78,7 +78,7 @@ export async function callUpstream(call: UpstreamCall): Promise<UpstreamOutcome>
     return fail(response.status, errorKindForStatus(response.status), message, elapsed(), false)
   }
   try {
-    return { ok: true, completion: parseEngineResponse(json, promptIdsText), upstreamMs: elapsed() }
+    return { ok: true, completion: parseEngineResponse(json, promptIdsBytes), upstreamMs: elapsed() }
   } catch (error) {
     const message = error instanceof EngineResponseError ? error.message : String(error)
     return fail(502, 'upstream', `upstream response unusable: ${message}`, elapsed(), false)

@@ -55,15 +55,15 @@ function promptText(n: number): string {
 /**
  * Log `n`'s prompt text the way a session object receives it: cut by the edge out of an engine answer (whose
  * completion has a character past Latin-1 when `wide`: V8 then holds the whole answer at two bytes a
- * character) and sent over RPC (a structured clone: V8's serializer keeps a string's width).
+ * character) as UTF-8 bytes, and sent over RPC (a structured clone: a copy of the bytes).
  */
-function promptTextFromAnswer(n: number, wide: boolean): string {
+function promptTextFromAnswer(n: number, wide: boolean): Uint8Array {
   const ids = promptText(n)
   const content = `done ${n}${wide ? ' 完成 ☃' : ''}`
   const answer = `{"id":"cmpl-${n}","object":"chat.completion","model":"Qwen/Qwen3-8B","prompt_token_ids":${ids},"choices":[{"index":0,"message":{"role":"assistant","content":${JSON.stringify(content)}},"finish_reason":"stop","token_ids":[1,2,3]}],"usage":{"prompt_tokens":${PROMPT_IDS},"completion_tokens":3,"total_tokens":${PROMPT_IDS + 3}}}`
-  const { promptIdsText } = parseEngineAnswerText(copied(answer))
-  expect(promptIdsText).toBe(ids)
-  return v8.deserialize(v8.serialize(promptIdsText)) as string
+  const { promptIdsBytes } = parseEngineAnswerText(copied(answer))
+  expect(Buffer.from(promptIdsBytes as Uint8Array).toString('latin1')).toBe(ids)
+  return v8.deserialize(v8.serialize(promptIdsBytes)) as Uint8Array
 }
 
 const bodies = new Map<string, string>()

@@ -14,14 +14,25 @@ import {
 } from '../../../src/normalize/engine/prompt-ids-text.ts'
 import { parseEngineResponse } from '../../../src/normalize/engine/engine-response.ts'
 import {
+  bytesCommonPrefix,
   canonicalPromptText,
   type PromptText,
-  parsePromptText,
-  parsePromptTextAgainst,
+  parsePromptText as parsePromptBytes,
+  parsePromptTextAgainst as parsePromptBytesAgainst,
   SEP_STRIDE,
   separatorAt,
-  sharedPromptIds,
+  sharedPromptIds as sharedPromptIdsOfBytes,
 } from '../../../src/durable/session/prompt-ids.ts'
+
+// The session holds a prompt's text as its UTF-8 bytes; these tests write texts as strings.
+const encoder = new TextEncoder()
+const decoder = new TextDecoder()
+const parsePromptText = (text: string) => parsePromptBytes(encoder.encode(text))
+const parsePromptTextAgainst = (text: string, base: { ids: Uint32Array; text: PromptText }, shared: number) =>
+  parsePromptBytesAgainst(encoder.encode(text), base, shared)
+const sharedPromptIds = (base: PromptText, text: string) => sharedPromptIdsOfBytes(base, encoder.encode(text))
+/** A held prompt text (or a cut) as a string. */
+const textOf = (bytes: Uint8Array | null | undefined) => (bytes ? decoder.decode(bytes) : null)
 
 /**
  * Every id's separator as `separatorAt` finds it from the sparse marks, and the marks themselves: one per
@@ -104,12 +115,14 @@ describe('incremental prompt ids', () => {
   it('writes a stored prompt canonically with its separators (the base after a wake)', () => {
     const ids = Uint32Array.from([0, 9, 10, 99, 100, 151645, 4294967295, 7])
     const written = canonicalPromptText(ids)
-    const { text } = written
+    const text = textOf(written.bytes) as string
     expect(text).toBe(JSON.stringify(Array.from(ids)))
     expect(separators(written)).toEqual(
       Array.from(ids, (_, j) => (j === ids.length - 1 ? text.length - 1 : text.split(',', j + 1).join(',').length)),
     )
-    expect(canonicalPromptText(new Uint32Array(0))).toEqual({ text: '[]', count: 0, marks: new Uint32Array(0) })
+    expect(canonicalPromptText(new Uint32Array(0))).toEqual({ bytes: encoder.encode('[]'), count: 0, marks: new Uint32Array(0) })
+    // Held at its own length, not in the scratch buffer the digits were written into (11 bytes an id).
+    expect(written.bytes.buffer.byteLength).toBe(text.length)
     // Random ids of every digit count (the digits are written into bytes): the text is `JSON.stringify`'s.
     let seed = 7
     const next = () => {
@@ -119,8 +132,10 @@ describe('incremental prompt ids', () => {
     for (let run = 0; run < 200; run++) {
       const random = Uint32Array.from({ length: next() % 300 }, () => Math.floor((next() / 2 ** 31) * 10 ** (1 + (next() % 10))) >>> 0)
       const written = canonicalPromptText(random)
-      expect(written.text).toBe(JSON.stringify(Array.from(random)))
-      expect(separators(written).map((at) => written.text[at])).toEqual(Array.from(random, (_, j) => (j === random.length - 1 ? ']' : ',')))
+      expect(textOf(written.bytes)).toBe(JSON.stringify(Array.from(random)))
+      expect(separators(written).map((at) => String.fromCharCode(written.bytes[at] as number))).toEqual(
+        Array.from(random, (_, j) => (j === random.length - 1 ? ']' : ',')),
+      )
     }
     // Read against it, the next prompt copies every id.
     expect(expectSameAsWhole(ids, JSON.stringify([...ids, 5])).copied).toBe(ids.length)
@@ -134,6 +149,20 @@ describe('incremental prompt ids', () => {
     expect(expectSameAsWhole('[]', '[1,2]').shared).toBe(0)
     expect(expectSameAsWhole('[1,2,3,4]', '[9,8,7]').shared).toBe(0)
     expect(expectSameAsWhole('[1,2,3,4]', '[12,3,4]').shared).toBe(0)
+    // The same text again (a retried call) holds the base's bytes, not the second copy that came over RPC.
+    const base = parsePromptText('[1,2,3,4]')
+    const again = parsePromptTextAgainst('[1,2,3,4]', base as { ids: Uint32Array; text: PromptText }, 4)
+    expect(again.text?.bytes).toBe(base.text?.bytes)
+    // Not once a later prompt has written its separator over the base's bracket: the new text is held then.
+    const grown = parsePromptTextAgainst('[1,2,3,4,5]', base as { ids: Uint32Array; text: PromptText }, 4) as {
+      ids: Uint32Array
+      text: PromptText
+    }
+    const appended = parsePromptTextAgainst('[1,2,3,4,5,6]', grown, 5)
+    expect(appended.text?.bytes.buffer).toBe(grown.text.bytes.buffer)
+    expect(textOf(grown.text.bytes)).toBe('[1,2,3,4,5,')
+    const third = parsePromptTextAgainst('[1,2,3,4,5]', grown, sharedPromptIds(grown.text, '[1,2,3,4,5]'))
+    expect(textOf(third.text?.bytes)).toBe('[1,2,3,4,5]')
   })
 
   it('reads whitespace variants of the engine JSON exactly', () => {
@@ -189,9 +218,10 @@ describe('incremental prompt ids', () => {
       return Math.floor(seed / 65536) % n
     }
     const first = parsePromptText(JSON.stringify([1, 2, 3]))
-    const kept: { ids: Uint32Array; text: PromptText; expected: number[] }[] = [
-      { ids: first.ids as Uint32Array, text: first.text as PromptText, expected: [1, 2, 3] },
+    const kept: { ids: Uint32Array; text: PromptText; expected: number[]; written: string }[] = [
+      { ids: first.ids as Uint32Array, text: first.text as PromptText, expected: [1, 2, 3], written: '[1,2,3]' },
     ]
+    let inPlace = 0
     for (let step = 0; step < 400; step++) {
       const base = kept[random(3) === 0 ? random(kept.length) : kept.length - 1] as (typeof kept)[number]
       const next = base.expected.slice(0, random(4) === 0 ? random(base.expected.length + 1) : base.expected.length)
@@ -200,12 +230,21 @@ describe('incremental prompt ids', () => {
       const shared = sharedPromptIds(base.text, text)
       const read = parsePromptTextAgainst(text, base, shared)
       expect(Array.from(read.ids as Uint32Array)).toEqual(next)
-      kept.push({ ids: read.ids as Uint32Array, text: read.text as PromptText, expected: next })
+      const held = (read.text as PromptText).bytes
+      if (held.buffer === base.text.bytes.buffer && held.length > base.text.bytes.length) inPlace++
+      kept.push({ ids: read.ids as Uint32Array, text: read.text as PromptText, expected: next, written: text })
     }
+    // Most steps extend the newest prompt: their text is written into its buffer, over its closing bracket.
+    expect(inPlace).toBeGreaterThan(50)
     for (const prompt of kept) {
       expect(Array.from(prompt.ids)).toEqual(prompt.expected)
-      const found = separators(prompt.text).map((at) => prompt.text.text[at])
-      expect(found).toEqual(prompt.expected.map((_, j) => (j === prompt.expected.length - 1 ? ']' : ',')))
+      // Every byte as written but the last, which is its `]` or the separator a later prompt wrote over it.
+      const { bytes } = prompt.text
+      expect(textOf(bytes.subarray(0, -1))).toBe(prompt.written.slice(0, -1))
+      const found = separators(prompt.text).map((at) => String.fromCharCode(bytes[at] as number))
+      const last = found.pop()
+      expect(found).toEqual(prompt.expected.slice(1).map(() => ','))
+      expect([']', ',']).toContain(last)
     }
   })
 
@@ -276,10 +315,10 @@ describe('cutting the prompt ids out of an engine answer', () => {
     const text = JSON.stringify(vllm)
     expect(text.length).toBeGreaterThan(MIN_CUT_CHARS)
     const answer = parseEngineAnswerText(text)
-    expect(answer.promptIdsText).toBe(JSON.stringify(ids))
-    const completion = parseEngineResponse(answer.json, answer.promptIdsText)
+    expect(textOf(answer.promptIdsBytes)).toBe(JSON.stringify(ids))
+    const completion = parseEngineResponse(answer.json, answer.promptIdsBytes)
     expect(completion.promptTokenIds).toBeNull()
-    expect(Array.from(promptIdsFromText(completion.promptTokenText as string) ?? [])).toEqual(ids)
+    expect(Array.from(promptIdsFromText(textOf(completion.promptTokenText) as string) ?? [])).toEqual(ids)
     expect(completion.usage.inputTokens).toBe(ids.length)
     expect(completion.responseTokenIds).toEqual([5, 151645])
   })
@@ -290,21 +329,21 @@ describe('cutting the prompt ids out of an engine answer', () => {
     expect(text.length).toBeGreaterThan(16 * 1024)
     expect(text.length).toBeLessThan(MIN_CUT_CHARS)
     const answer = parseEngineAnswerText(text)
-    expect(answer.promptIdsText).toBeNull()
-    expect(parseEngineResponse(answer.json, answer.promptIdsText).promptTokenIds).toEqual(ids.slice(0, 3000))
+    expect(textOf(answer.promptIdsBytes)).toBeNull()
+    expect(parseEngineResponse(answer.json, answer.promptIdsBytes).promptTokenIds).toEqual(ids.slice(0, 3000))
   })
 
   it('cuts SGLang’s choice-level prompt_token_ids and Python’s spaced JSON', () => {
     const sglang = { ...vllm, prompt_token_ids: undefined, choices: [{ ...vllm.choices[0], prompt_token_ids: ids }] }
-    expect(parseEngineAnswerText(JSON.stringify(sglang)).promptIdsText).toBe(JSON.stringify(ids))
+    expect(textOf(parseEngineAnswerText(JSON.stringify(sglang)).promptIdsBytes)).toBe(JSON.stringify(ids))
     const spaced = JSON.stringify(vllm).replaceAll(',', ', ').replaceAll(':', ': ')
     const answer = parseEngineAnswerText(spaced)
-    expect(answer.promptIdsText).toBe(JSON.stringify(ids).replaceAll(',', ', '))
-    expect(parseEngineResponse(answer.json, answer.promptIdsText).message.content).toBe('hi')
+    expect(textOf(answer.promptIdsBytes)).toBe(JSON.stringify(ids).replaceAll(',', ', '))
+    expect(parseEngineResponse(answer.json, answer.promptIdsBytes).message.content).toBe('hi')
   })
 
   it('parses it all when the cut is not proven', () => {
-    const whole = (value: unknown) => parseEngineAnswerText(JSON.stringify(value)).promptIdsText
+    const whole = (value: unknown) => parseEngineAnswerText(JSON.stringify(value)).promptIdsBytes
     // No usage count: the ids' length is needed.
     expect(whole({ ...vllm, usage: {} })).toBeNull()
     // SGLang's input_token_ids take precedence.
@@ -323,18 +362,18 @@ describe('cutting the prompt ids out of an engine answer', () => {
   it('is not fooled by the key quoted inside a string', () => {
     const quoting = { ...vllm, choices: [{ ...vllm.choices[0], message: { role: 'assistant', content: '{"prompt_token_ids": [1]}' } }] }
     const answer = parseEngineAnswerText(JSON.stringify(quoting))
-    expect(answer.promptIdsText).toBe(JSON.stringify(ids))
-    expect(parseEngineResponse(answer.json, answer.promptIdsText).message.content).toBe('{"prompt_token_ids": [1]}')
+    expect(textOf(answer.promptIdsBytes)).toBe(JSON.stringify(ids))
+    expect(parseEngineResponse(answer.json, answer.promptIdsBytes).message.content).toBe('{"prompt_token_ids": [1]}')
   })
 
-  it('cuts the same text from an answer with output past Latin-1 (copied one byte a character: base-heap.test.ts)', () => {
+  it('cuts the same text from an answer with output past Latin-1 (as UTF-8 bytes: no width to copy, base-heap.test.ts)', () => {
     const wide = { ...vllm, choices: [{ ...vllm.choices[0], message: { role: 'assistant', content: '完成 ☃ é' } }] }
     const answer = parseEngineAnswerText(JSON.stringify(wide))
-    expect(answer.promptIdsText).toBe(JSON.stringify(ids))
-    expect(parseEngineResponse(answer.json, answer.promptIdsText).message.content).toBe('完成 ☃ é')
+    expect(textOf(answer.promptIdsBytes)).toBe(JSON.stringify(ids))
+    expect(parseEngineResponse(answer.json, answer.promptIdsBytes).message.content).toBe('完成 ☃ é')
     // A character past ASCII inside the array is not JSON ids: the text is cut as sent, for the session to refuse.
     const broken = JSON.stringify(wide).replace('"prompt_token_ids":[', '"prompt_token_ids":[☃')
-    expect(parseEngineAnswerText(broken).promptIdsText).toBe(`[☃${JSON.stringify(ids).slice(1)}`)
+    expect(textOf(parseEngineAnswerText(broken).promptIdsBytes)).toBe(`[☃${JSON.stringify(ids).slice(1)}`)
   })
 
   it('finds only a real key followed by an array', () => {
@@ -342,5 +381,25 @@ describe('cutting the prompt ids out of an engine answer', () => {
     expect(findPromptIds('{"a":"\\"prompt_token_ids\\": [1]"}')).toBeNull()
     expect(findPromptIds('{"prompt_token_ids" :\n [1, 2]}')).toEqual({ start: 23, end: 29 })
     expect(PROMPT_IDS_PLACEHOLDER).toContain('\u0000')
+  })
+})
+
+describe('the common prefix of two prompt texts’ bytes', () => {
+  it('is exact at every length and offset, word-aligned or not', () => {
+    const text = encoder.encode(JSON.stringify(Array.from({ length: 400 }, (_, i) => (i * 7919) % 151000)))
+    for (const offset of [0, 1, 2, 3, 4]) {
+      const buffer = new Uint8Array(text.length + 8)
+      buffer.set(text, offset)
+      const a = buffer.subarray(offset, offset + text.length)
+      for (const at of [0, 1, 3, 4, 5, 7, 8, 100, 1001, text.length - 2, text.length - 1]) {
+        const b = text.slice()
+        b[at] = 0x20
+        expect(bytesCommonPrefix(a, b)).toBe(at)
+        expect(bytesCommonPrefix(b, a)).toBe(at)
+      }
+      expect(bytesCommonPrefix(a, text)).toBe(text.length)
+      expect(bytesCommonPrefix(a, text.subarray(0, 13))).toBe(13)
+      expect(bytesCommonPrefix(a.subarray(0, 6), text)).toBe(6)
+    }
   })
 })
