@@ -56,6 +56,13 @@ const ARGS = {
     reps: { type: 'string', default: '3' },
     'c1-count': { type: 'string', default: '150' },
     'c16-count': { type: 'string', default: '600' },
+    /**
+     * Requests per target at c=16 before the first figures, the run's sizes in turn: a service that has
+     * served thousands of calls, not the first few hundred of a fresh isolate (V8 optimizes a function only
+     * after many calls, and the edge has far more code than the floors). The calls before it are reported
+     * as `cold` (not judged). 0: none.
+     */
+    warmup: { type: 'string', default: '1500' },
     'max-seconds': { type: 'string', default: '30' },
     sizes: { type: 'string', default: '2KB,54KB,524KB' },
     /** Requests of the long run (0: none). */
@@ -91,6 +98,7 @@ for (const name of SIZE_NAMES) {
 const REPS = numberOption(ARGS, 'reps', values.reps, { integer: true, min: 1 })
 const C1_COUNT = numberOption(ARGS, 'c1-count', values['c1-count'], { integer: true, min: 1 })
 const C16_COUNT = numberOption(ARGS, 'c16-count', values['c16-count'], { integer: true, min: 1 })
+const WARMUP = numberOption(ARGS, 'warmup', values.warmup, { integer: true, min: 0 })
 const MAX_SECONDS = numberOption(ARGS, 'max-seconds', values['max-seconds'], { min: 1 })
 const LONG = numberOption(ARGS, 'long', values.long, { integer: true, min: 0 })
 const LONG_MAX_SECONDS = numberOption(ARGS, 'long-max-seconds', values['long-max-seconds'], { min: 1 })
@@ -218,8 +226,31 @@ try {
   const perSize: Record<string, unknown> = {}
   const raw: Record<string, unknown> = {}
   const ORDER: TargetName[] = ['direct', 'floor', 'durable_floor', 'onehop_floor', 'edge']
-  for (const size of sizes) {
-    const body = Buffer.from(JSON.stringify(chatBody(size.bytes)))
+  // Cold: each target's first c=1 calls on the fresh workerd (first size), then the warm-up at c=16 over
+  // every size of the run, so the judged figures are of warmed code.
+  const bodies = sizes.map((size) => Buffer.from(JSON.stringify(chatBody(size.bytes))))
+  let cold: Record<string, unknown> | null = null
+  if (WARMUP > 0 && bodies[0]) {
+    const coldRuns = {} as Record<TargetName, Phase>
+    for (const name of ORDER) coldRuns[name] = await phase(name, bodies[0], 1, Math.min(C1_COUNT, 50))
+    const added = (name: TargetName) => coldRuns[name].p50 - coldRuns.direct.p50
+    cold = {
+      size: sizes[0]?.name,
+      calls_per_target: Math.min(C1_COUNT, 50),
+      floor_added_p50_ms: r3(added('floor')),
+      edge_added_p50_ms: r3(added('edge')),
+      added_p50_ratio: r2(added('edge') / Math.max(0.01, added('floor'))),
+      durable_floor_added_p50_ratio: r2(added('durable_floor') / Math.max(0.01, added('floor'))),
+    }
+    for (const name of ORDER) {
+      const warm = (worker: number) => targetsFor(name, bodies[worker % bodies.length] as Buffer)(worker)
+      const load = await runLoad(warm, { concurrency: 16, count: WARMUP, maxMs })
+      if (name === 'edge') edgeSucceeded += load.requests - load.errors
+      if (load.errors > 0) console.log(`  warm-up ${name}: ${load.errors} errors of ${load.requests}`)
+    }
+  }
+  for (const [index, size] of sizes.entries()) {
+    const body = bodies[index] as Buffer
     const byConcurrency: Record<number, Record<TargetName, Phase[]>> = {}
     const edgeSamples: Sample[] = []
     // Every target's c=1 calls (times and latencies), for lining them up with V8's collections (`--gc-trace`).
@@ -432,6 +463,8 @@ try {
     sessions: SESSIONS,
     load_average: { start: r2(loadStart), end: r2(loadavg()[0] as number) },
     targets: TARGETS,
+    warmup_requests_per_target: WARMUP,
+    cold,
     sizes: perSize,
     medians_ms_and_req_s: raw,
     long,
