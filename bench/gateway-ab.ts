@@ -36,6 +36,8 @@ const ARGS = {
     sizes: { type: 'string', default: '2048,55296' },
     'c1-count': { type: 'string', default: '200' },
     'c16-count': { type: 'string', default: '600' },
+    /** Requests per variant at c=16 before any figure, the run's sizes in turn (warmed code, as in bench:gateway). */
+    warmup: { type: 'string', default: '1500' },
     concurrency: { type: 'string', default: '1,16' },
     'max-seconds': { type: 'string', default: '30' },
     'persist-dir': { type: 'string', default: '/dev/shm' },
@@ -60,6 +62,7 @@ const CONCURRENCY = (values.concurrency ?? '').split(',').map((text) => numberOp
 const REPS = numberOption(ARGS, 'reps', values.reps, { integer: true, min: 1 })
 const C1_COUNT = numberOption(ARGS, 'c1-count', values['c1-count'], { integer: true, min: 1 })
 const C16_COUNT = numberOption(ARGS, 'c16-count', values['c16-count'], { integer: true, min: 1 })
+const WARMUP = numberOption(ARGS, 'warmup', values.warmup, { integer: true, min: 0 })
 const MAX_SECONDS = numberOption(ARGS, 'max-seconds', values['max-seconds'], { min: 1 })
 
 const r3 = (n: number) => Math.round(n * 1000) / 1000
@@ -125,25 +128,32 @@ try {
   const reps = REPS
   const maxMs = MAX_SECONDS * 1000
   const sizes: Record<string, unknown> = {}
-  for (const size of SIZES) {
-    const body = Buffer.from(JSON.stringify(chatBody(size)))
+  const bodies = SIZES.map((size) => Buffer.from(JSON.stringify(chatBody(size))))
+  const target = (variant: (typeof variants)[number], body: Buffer, worker: number) => ({
+    url: `${variant.url}/v1/chat/completions`,
+    headers: {
+      [variant.floor ? 'x-floor-session' : 'authorization']:
+        `${variant.floor ? '' : 'Bearer '}${variant.tokens[worker % variant.tokens.length]}`,
+    },
+    body,
+  })
+  for (const variant of WARMUP > 0 ? variants : []) {
+    const load = await runLoad((worker) => target(variant, bodies[worker % bodies.length] as Buffer, worker), {
+      concurrency: 16,
+      count: WARMUP,
+      maxMs,
+    })
+    if (load.errors) console.log(`  warm-up ${variant.name}: ${load.errors} errors of ${load.requests}`)
+  }
+  for (const [index, body] of bodies.entries()) {
+    const size = SIZES[index] as number
     const perSize: Record<string, Record<string, unknown>> = {}
     for (const concurrency of CONCURRENCY) {
       const count = concurrency === 1 ? C1_COUNT : C16_COUNT
       const runs = new Map<string, (LoadResult & { cpu: number })[]>(variants.map((v) => [v.name, []]))
       const run = async (variant: (typeof variants)[number], n: number) => {
         const cpuBefore = cpuMs([variant.pid])
-        const load = await runLoad(
-          (worker) => ({
-            url: `${variant.url}/v1/chat/completions`,
-            headers: {
-              [variant.floor ? 'x-floor-session' : 'authorization']:
-                `${variant.floor ? '' : 'Bearer '}${variant.tokens[worker % variant.tokens.length]}`,
-            },
-            body,
-          }),
-          { concurrency, count: n, maxMs },
-        )
+        const load = await runLoad((worker) => target(variant, body, worker), { concurrency, count: n, maxMs })
         if (load.errors) console.log(`  ${variant.name}: ${load.errors} errors of ${load.requests}`)
         return { ...load, cpu: (cpuMs([variant.pid]) - cpuBefore) / Math.max(1, load.requests) }
       }
@@ -184,6 +194,7 @@ try {
   result = {
     bench: 'gateway-ab',
     reps,
+    warmup_requests_per_variant: WARMUP,
     variants: specs,
     load_average: { start: Math.round(loadStart * 100) / 100, end: Math.round((loadavg()[0] as number) * 100) / 100 },
     sizes,

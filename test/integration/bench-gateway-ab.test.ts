@@ -26,9 +26,12 @@ it('bench:gateway-ab --bundle edge=current --bundle dfloor=durable-floor (1 rep,
     '5',
     '--c16-count',
     '16',
+    '--warmup',
+    '20',
   ])
   expect(code, `bench:gateway-ab exited ${code}:\n${stderr.slice(-2000)}`).toBe(0)
   const result = parsed as {
+    warmup_requests_per_variant: number
     sizes: Record<
       string,
       Record<string, { errors: number; cpu_ms: number; req_s: number; cpu_ms_reps: number[]; cpu_ratio_reps: number[] }>
@@ -44,4 +47,5 @@ it('bench:gateway-ab --bundle edge=current --bundle dfloor=durable-floor (1 rep,
     expect(figures[name]?.cpu_ratio_reps, name).toHaveLength(1)
   }
   expect(figures.edge_c1?.cpu_ratio_reps).toEqual([1])
+  expect(result.warmup_requests_per_variant).toBe(20)
 }, 180_000)
