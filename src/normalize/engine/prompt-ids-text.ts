@@ -63,24 +63,68 @@ function placeholderInPlace(json: unknown): boolean {
   )
 }
 
-/** Where the one `"prompt_token_ids": [ … ]` array of `text` is, or null (absent, twice, or not an array). */
-export function findPromptIds(text: string): { start: number; end: number } | null {
-  const at = text.indexOf(KEY)
+const KEY_BYTES = UTF8_ENCODER.encode(KEY)
+const UTF8_DECODER = new TextDecoder()
+/** For text after a cut: a U+FEFF there is a character of the answer, not a byte order mark to drop. */
+const UTF8_DECODER_KEEP_BOM = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true })
+
+/** Where `needle` first occurs in `bytes` at or after `from`, or -1 (the needle's first byte by `indexOf`). */
+function indexOfBytes(bytes: Uint8Array, needle: Uint8Array, from: number): number {
+  const first = needle[0] as number
+  for (let at = bytes.indexOf(first, from); at >= 0 && at + needle.length <= bytes.length; at = bytes.indexOf(first, at + 1)) {
+    let i = 1
+    while (i < needle.length && bytes[at + i] === needle[i]) i++
+    if (i === needle.length) return at
+  }
+  return -1
+}
+
+/**
+ * The first byte at or after `from` that can end or break an ids array (`"`, or any byte from 0x40 up:
+ * `[`, `]`, `{`, letters, non-ASCII), or -1. Ids text is digits, commas and spaces (all below 0x40 and not
+ * `"`), so four bytes are tested at once: `Uint8Array.indexOf` is a byte-by-byte loop, about 0.65 ms per
+ * megabyte and a half of ids, 30 times slower than a one-byte string's `indexOf`.
+ */
+function firstStructural(bytes: Uint8Array, from: number): number {
+  const stops = (code: number) => code === 0x22 || code >= 0x40
+  let i = from
+  const head = Math.min(bytes.length, (bytes.byteOffset + i + 3) & ~3) - bytes.byteOffset
+  for (; i < head; i++) if (stops(bytes[i] as number)) return i
+  const words = new Uint32Array(bytes.buffer, bytes.byteOffset + i, (bytes.length - i) >>> 2)
+  for (let w = 0; w < words.length; w++) {
+    const word = words[w] as number
+    const quote = word ^ 0x22222222
+    // Some byte is `"` (a zero byte of `quote`) or has bit 0x40 or 0x80 set: look at the four one by one.
+    if (((quote - 0x01010101) & ~quote & 0x80808080) | (word & 0xc0c0c0c0)) {
+      const at = i + w * 4
+      for (let k = at; k < at + 4; k++) if (stops(bytes[k] as number)) return k
+    }
+  }
+  for (i += words.length * 4; i < bytes.length; i++) if (stops(bytes[i] as number)) return i
+  return -1
+}
+
+/** Where the one `"prompt_token_ids": [ … ]` array of the answer's bytes is, or null (absent, or not an array of scalars). */
+export function findPromptIds(bytes: Uint8Array): { at: number; start: number; end: number } | null {
+  const at = indexOfBytes(bytes, KEY_BYTES, 0)
   if (at < 0) return null
-  let i = at + KEY.length
-  while (i < text.length && isSpace(text.charCodeAt(i))) i++
-  if (text.charCodeAt(i) !== 0x3a /* : */) return null
+  let i = at + KEY_BYTES.length
+  while (i < bytes.length && isSpace(bytes[i] as number)) i++
+  if (bytes[i] !== 0x3a /* : */) return null
   i++
-  while (i < text.length && isSpace(text.charCodeAt(i))) i++
-  if (text.charCodeAt(i) !== 0x5b /* [ */) return null
-  const close = text.indexOf(']', i)
-  if (close < 0) return null
+  while (i < bytes.length && isSpace(bytes[i] as number)) i++
+  if (bytes[i] !== 0x5b /* [ */) return null
   // Scalars only up to the first `]` (no string, array or object inside): then it closes this array.
-  const inside = text.slice(i + 1, close)
-  if (inside.includes('"') || inside.includes('[') || inside.includes('{')) return null
-  // The key once, and no SGLang ids: looked for outside the array only (its text holds no quote).
-  if (text.indexOf(KEY, close) >= 0 || text.indexOf(SGLANG_KEY, close) >= 0 || text.slice(0, at).includes(SGLANG_KEY)) return null
-  return { start: i, end: close + 1 }
+  const close = firstStructural(bytes, i + 1)
+  if (close < 0 || bytes[close] !== 0x5d /* ] */) {
+    // Not digits alone (an exponent, `true`…): the first `]` still closes it if no string, array or object comes first.
+    const end = close < 0 ? -1 : bytes.indexOf(0x5d, close)
+    if (end < 0) return null
+    const inside = bytes.subarray(i + 1, end)
+    if (inside.includes(0x22) || inside.includes(0x5b) || inside.includes(0x7b)) return null
+    return { at, start: i, end: end + 1 }
+  }
+  return { at, start: i, end: close + 1 }
 }
 
 /**
@@ -88,22 +132,35 @@ export function findPromptIds(text: string): { start: number; end: number } | nu
  * Throws what `JSON.parse` throws for an unreadable answer.
  */
 export function parseEngineAnswerText(text: string): EngineAnswerText {
-  if (text.length >= MIN_CUT_CHARS) {
-    const cut = findPromptIds(text)
+  return parseEngineAnswerBytes(UTF8_ENCODER.encode(text))
+}
+
+/**
+ * The same from the answer's bytes as read (`Response.arrayBuffer()`): the ids' bytes are a view of them,
+ * and only the rest is decoded, so the answer is never a string in the isolate (`docs/hot-path.md`).
+ * Bytes that are not UTF-8 read as `Response.text()` reads them (U+FFFD).
+ */
+export function parseEngineAnswerBytes(bytes: Uint8Array): EngineAnswerText {
+  if (bytes.length >= MIN_CUT_CHARS) {
+    const cut = findPromptIds(bytes)
     if (cut) {
-      const rest = text.slice(0, cut.start) + PLACEHOLDER_JSON + text.slice(cut.end)
-      let json: unknown
-      try {
-        json = JSON.parse(rest)
-      } catch {
-        json = undefined
-      }
-      if (json !== undefined && placeholderInPlace(json)) {
-        return { json, promptIdsBytes: UTF8_ENCODER.encode(text.slice(cut.start, cut.end)) }
+      const before = UTF8_DECODER.decode(bytes.subarray(0, cut.start))
+      const after = UTF8_DECODER_KEEP_BOM.decode(bytes.subarray(cut.end))
+      // The key once, and no SGLang ids: looked for outside the array only (its text holds no quote).
+      if (!after.includes(KEY) && !after.includes(SGLANG_KEY) && !before.includes(SGLANG_KEY)) {
+        let json: unknown
+        try {
+          json = JSON.parse(before + PLACEHOLDER_JSON + after)
+        } catch {
+          json = undefined
+        }
+        // A view, no copy: over RPC it carries the whole answer's bytes and the ids' offset in them; the session
+        // copies them only when it holds them as they came (`holdText`, `prompt-ids.ts`).
+        if (json !== undefined && placeholderInPlace(json)) return { json, promptIdsBytes: bytes.subarray(cut.start, cut.end) }
       }
     }
   }
-  return { json: JSON.parse(text), promptIdsBytes: null }
+  return { json: JSON.parse(UTF8_DECODER.decode(bytes)), promptIdsBytes: null }
 }
 
 /**

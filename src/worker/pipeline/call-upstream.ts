@@ -6,7 +6,7 @@
 import { exceedsJsonDepth, jsonDepthMessage } from '../../normalize/json-depth.ts'
 import { errorKindForStatus, upstreamErrorMessage } from '../../normalize/errors.ts'
 import { EngineResponseError, parseEngineResponse } from '../../normalize/engine/engine-response.ts'
-import { parseEngineAnswerText } from '../../normalize/engine/prompt-ids-text.ts'
+import { parseEngineAnswerBytes } from '../../normalize/engine/prompt-ids-text.ts'
 import type { Completion, NormalizedError } from '../../normalize/types.ts'
 import type { UpstreamConfig } from '../../durable/session/record.ts'
 
@@ -36,7 +36,7 @@ export async function callUpstream(call: UpstreamCall): Promise<UpstreamOutcome>
   const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' }
   if (call.apiKey) headers.authorization = `Bearer ${call.apiKey}`
   let response: Response
-  let text: string
+  let bytes: Uint8Array
   try {
     response = await (call.fetch ?? fetch)(chatCompletionsUrl(call.upstream.url), {
       method: 'POST',
@@ -44,7 +44,9 @@ export async function callUpstream(call: UpstreamCall): Promise<UpstreamOutcome>
       body: call.body,
       signal,
     })
-    text = await response.text()
+    // Bytes, not text: the prompt ids (most of a long context's answer) go on as a view of them, and only
+    // the rest becomes a string (`parseEngineAnswerBytes`).
+    bytes = new Uint8Array(await response.arrayBuffer())
   } catch (error) {
     const aborted = call.signal?.aborted === true
     if (timeout.aborted && !aborted) {
@@ -58,8 +60,8 @@ export async function callUpstream(call: UpstreamCall): Promise<UpstreamOutcome>
   // The prompt ids (most of a long context's answer) stay text for the session to parse incrementally.
   let promptIdsBytes: Uint8Array | null = null
   try {
-    if (response.ok) ({ json, promptIdsBytes } = parseEngineAnswerText(text))
-    else json = JSON.parse(text)
+    if (response.ok) ({ json, promptIdsBytes } = parseEngineAnswerBytes(bytes))
+    else json = JSON.parse(new TextDecoder().decode(bytes))
     // Answers are held to the same nesting limit as requests (a runner's tunnel relays them).
     if (exceedsJsonDepth(json)) throw new Error(jsonDepthMessage())
   } catch {

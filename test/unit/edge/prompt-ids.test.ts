@@ -9,6 +9,7 @@ import {
   findPromptIds,
   MIN_CUT_CHARS,
   PROMPT_IDS_PLACEHOLDER,
+  parseEngineAnswerBytes,
   parseEngineAnswerText,
   promptIdsFromText,
 } from '../../../src/normalize/engine/prompt-ids-text.ts'
@@ -163,6 +164,21 @@ describe('incremental prompt ids', () => {
     expect(textOf(grown.text.bytes)).toBe('[1,2,3,4,5,')
     const third = parsePromptTextAgainst('[1,2,3,4,5]', grown, sharedPromptIds(grown.text, '[1,2,3,4,5]'))
     expect(textOf(third.text?.bytes)).toBe('[1,2,3,4,5]')
+    // Bytes that came as a view into a larger buffer (the edge's slice of an engine answer) are held as a copy
+    // of their own, so the rest of the answer is not kept and the next prompt still appends in place.
+    const answer = encoder.encode('{"x":1,"prompt_token_ids":[1,2,3,4,5,6,7],"y":2}')
+    const start = answer.indexOf(0x5b)
+    const other = parsePromptText('[1,2,3,4,9]') as { ids: Uint32Array; text: PromptText }
+    const branched = parsePromptBytesAgainst(answer.subarray(start, answer.indexOf(0x5d) + 1), other, 4) as {
+      ids: Uint32Array
+      text: PromptText
+    }
+    expect(branched.text.bytes.byteOffset).toBe(0)
+    expect(branched.text.bytes.buffer).not.toBe(answer.buffer)
+    const next = parsePromptTextAgainst('[1,2,3,4,5,6,7,8]', branched, 7) as { ids: Uint32Array; text: PromptText }
+    expect(textOf(next.text.bytes)).toBe('[1,2,3,4,5,6,7,8]')
+    const last = parsePromptTextAgainst('[1,2,3,4,5,6,7,8,9]', next, 8)
+    expect(last.text?.bytes.buffer).toBe(next.text.bytes.buffer)
   })
 
   it('reads whitespace variants of the engine JSON exactly', () => {
@@ -376,10 +392,32 @@ describe('cutting the prompt ids out of an engine answer', () => {
     expect(textOf(parseEngineAnswerText(broken).promptIdsBytes)).toBe(`[☃${JSON.stringify(ids).slice(1)}`)
   })
 
+  it('cuts the same from the answer’s bytes at any alignment, four bytes a step (parseEngineAnswerBytes)', () => {
+    for (const extra of [0, 1, 2, 3]) {
+      const spaced = { ...vllm, id: `chatcmpl-${'x'.repeat(extra)}`, prompt_token_ids: ids.slice(0, 7000 + extra) }
+      const text = JSON.stringify(spaced)
+      for (const offset of [0, 1, 2, 3]) {
+        const held = new Uint8Array(offset + text.length + 5)
+        held.set(encoder.encode(text), offset)
+        const answer = parseEngineAnswerBytes(held.subarray(offset, offset + text.length))
+        expect(textOf(answer.promptIdsBytes)).toBe(JSON.stringify(spaced.prompt_token_ids))
+        expect(parseEngineResponse(answer.json, answer.promptIdsBytes).message.content).toBe('hi')
+      }
+      // A quote, a bracket or a letter anywhere inside: not cut, parsed whole (or refused as JSON is).
+      for (const bad of ['"1"', '[1]', '{}', 'true', '1e3']) {
+        const planted = text.replace(`,${ids[5000 + extra]},`, `,${bad},`)
+        const answer = parseEngineAnswerBytes(encoder.encode(planted))
+        if (bad === 'true' || bad === '1e3') expect(textOf(answer.promptIdsBytes)).toContain(`,${bad},`)
+        else expect(answer.promptIdsBytes).toBeNull()
+      }
+    }
+  })
+
   it('finds only a real key followed by an array', () => {
-    expect(findPromptIds('{"prompt_token_ids": null}')).toBeNull()
-    expect(findPromptIds('{"a":"\\"prompt_token_ids\\": [1]"}')).toBeNull()
-    expect(findPromptIds('{"prompt_token_ids" :\n [1, 2]}')).toEqual({ start: 23, end: 29 })
+    const find = (text: string) => findPromptIds(encoder.encode(text))
+    expect(find('{"prompt_token_ids": null}')).toBeNull()
+    expect(find('{"a":"\\"prompt_token_ids\\": [1]"}')).toBeNull()
+    expect(find('{"prompt_token_ids" :\n [1, 2]}')).toEqual({ at: 1, start: 23, end: 29 })
     expect(PROMPT_IDS_PLACEHOLDER).toContain('\u0000')
   })
 })
