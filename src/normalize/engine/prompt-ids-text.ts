@@ -15,11 +15,12 @@
  * an engine that sends invalid JSON inside the array gets its call recorded without prompt ids (warned),
  * not refused.
  *
- * The cut text leaves as its UTF-8 bytes (one a character: ids are ASCII), which the session holds as its
+ * The answer is read as bytes and only the rest is decoded (`parseEngineAnswerBytes`): the cut leaves as a view
+ * of the answer's bytes (one a character: ids are ASCII), which the session holds as its
  * next call's base: over RPC a byte array is copied off the V8 heap, where a 1.6 MB string was one more large
  * string in the session's isolate per call, promoted with the base that kept it (`docs/hot-path.md`, "Prompt
- * texts off the V8 heap"). Bytes have no width either: a slice of an answer with a character past Latin-1,
- * which V8 holds at two bytes a character, encodes to the same bytes.
+ * texts off the V8 heap", "The engine answer as bytes"). Bytes have no width either: the ids of an answer with a
+ * character past Latin-1 are the same bytes as any other's.
  */
 
 const KEY = '"prompt_token_ids"'
