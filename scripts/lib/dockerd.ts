@@ -6,7 +6,7 @@
  * skip). Stopping unmounts what dockerd left below its dir before deleting it.
  */
 import { type ChildProcess, spawn } from 'node:child_process'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Dockerode from 'dockerode'
@@ -95,7 +95,11 @@ export async function startDockerd(): Promise<TestDockerd> {
     '--userland-proxy=false',
     '--shutdown-timeout=2',
   ]
-  const child = spawn(dockerd, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+  // The daemon's own scratch files (runc writes a `runc-process*` spec per `docker exec` to TMPDIR and leaves it
+  // when the exec is cut short) stay in its dir, which `stop` removes, not in the caller's temp dir.
+  const scratch = join(dir, 'tmp')
+  await mkdir(scratch)
+  const child = spawn(dockerd, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TMPDIR: scratch } })
   let log = ''
   const keep = (chunk: Buffer) => {
     log = (log + chunk.toString()).slice(-20_000)

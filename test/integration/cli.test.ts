@@ -365,7 +365,7 @@ describe('rollgate CLI', () => {
     }
     expect(await entry()).toMatchObject({ state: 'connected', healthy: true, accepting: true, draining: false, cordoned: false })
     const human = await rollgate(['runners', 'list'])
-    expect(human.stdout).toMatch(/^runners: 1\n {2}cli-runner {2}connected healthy accepting {2}init 0\/\d+ \(\+0 queued\) ready /)
+    expect(human.stdout).toMatch(/^runners: 1\n {2}cli-runner {2}connected healthy accepting {2}init 0\/\d+ \(\+\d+ queued\) ready /)
     try {
       const drained = await rollgate(['runners', 'drain', 'cli-runner', '--json'])
       expect(drained.code).toBe(0)
