@@ -117,7 +117,7 @@ function usageOf(value: unknown, promptIds: number[] | null, responseIds: number
 
 /**
  * Parse the engine's JSON body (already decoded) into a `Completion`. `promptIdsBytes`: the prompt ids were
- * cut out of the text unparsed (`parseEngineAnswerText`); they travel as their text's UTF-8 bytes.
+ * cut out of the answer's bytes unparsed (`parseEngineAnswerBytes`); they travel as those UTF-8 bytes.
  */
 export function parseEngineResponse(json: unknown, promptIdsBytes: Uint8Array | null = null): Completion {
   const body = asObject(json)

@@ -37,7 +37,7 @@ const PLACEHOLDER_JSON = JSON.stringify(PROMPT_IDS_PLACEHOLDER)
 const UTF8_ENCODER = new TextEncoder()
 
 export interface EngineAnswerText {
-  /** The answer parsed; when `promptIdsText` is set its prompt ids field holds the placeholder. */
+  /** The answer parsed; when `promptIdsBytes` is set its prompt ids field holds the placeholder. */
   json: unknown
   /** The JSON text of the prompt ids array, from `[` to `]`, as UTF-8 bytes, not yet parsed (null: parsed in `json`). */
   promptIdsBytes: Uint8Array | null
@@ -129,15 +129,16 @@ export function findPromptIds(bytes: Uint8Array): { at: number; start: number; e
 }
 
 /**
- * Parse an engine answer, leaving its prompt ids as text when they are large and the cut is proven.
- * Throws what `JSON.parse` throws for an unreadable answer.
+ * Parse an engine answer held as text: `parseEngineAnswerBytes` of its UTF-8 bytes (the edge reads bytes; this is
+ * for callers that hold text). Throws what `JSON.parse` throws for an unreadable answer.
  */
 export function parseEngineAnswerText(text: string): EngineAnswerText {
   return parseEngineAnswerBytes(UTF8_ENCODER.encode(text))
 }
 
 /**
- * The same from the answer's bytes as read (`Response.arrayBuffer()`): the ids' bytes are a view of them,
+ * Parse an engine answer from its bytes as read (`Response.arrayBuffer()`), leaving its prompt ids unparsed when
+ * they are large and the cut is proven: the ids' bytes are a view of them,
  * and only the rest is decoded, so the answer is never a string in the isolate (`docs/hot-path.md`).
  * Bytes that are not UTF-8 read as `Response.text()` reads them (U+FFFD).
  */
